@@ -1,0 +1,55 @@
+# The two commands a user needs: `make up` (a local fleet) and `make test` (every test).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# `make test` uses its own fleet, so it never touches one started by `make up`.
+TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
+
+.PHONY: help venv build up down status env test test-unit test-cluster lint format clean
+
+help:
+	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1"
+	@echo "make down    stop it"
+	@echo "make test    unit, integration and e2e tests (builds binaries, starts and stops a test fleet)"
+	@echo "make lint    ruff"
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+build: venv
+	$(PY) hack/localfleet.py build
+
+up: build
+	$(PY) hack/localfleet.py up
+	@echo "Next: eval \"\$$($(PY) hack/localfleet.py env)\""
+
+down:
+	$(PYTHON) hack/localfleet.py down
+
+status:
+	@$(PYTHON) hack/localfleet.py status
+
+env:
+	@$(PYTHON) hack/localfleet.py env
+
+test: venv build
+	TEST_FLEET_DIR=$(TEST_FLEET_DIR) bash hack/run-tests.sh
+
+test-unit: venv
+	$(PY) -m pytest tests/unit -q
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean: down
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1158 @@
+#!/usr/bin/env python3
+"""A local fleet of real Kubernetes control planes (one manager, N workers) on 127.0.0.1, without Docker.
+
+Subcommands:
+  build   build (or reuse from ~/.cache) kube-apiserver, kube-controller-manager, kube-scheduler,
+          kubectl and etcd from the Kubernetes Go modules, plus kwok and the LeaderWorkerSet controller
+  up      start the fleet: etcd + kube-apiserver + kube-controller-manager per cluster; on workers also
+          kube-scheduler, kwok with fake Ready nodes, and the LWS controller with its webhooks
+  env     print shell exports (kubeconfigs, state file, PATH with the cached kubectl first)
+  status  what is up, with memory per process
+  down    stop exactly the recorded processes and remove the run directory (idempotent)
+
+It runs with a plain `python3`: when PyYAML or cryptography are missing it creates the project's
+.venv, installs the project there and re-executes itself with that interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _bootstrap() -> None:
+    """Re-exec inside the project's .venv when the third-party modules we need are missing."""
+    try:
+        import cryptography  # noqa: F401
+        import yaml  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return
+    venv_python = REPO / ".venv" / "bin" / "python"
+    if Path(sys.executable).resolve() == venv_python.resolve() or os.environ.get("LOCALFLEET_BOOTSTRAPPED"):
+        sys.exit("localfleet: PyYAML and cryptography are missing even in .venv; run `make venv` and retry")
+    import subprocess
+
+    if not venv_python.exists():
+        print("localfleet: creating .venv for the harness (PyYAML, cryptography)", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(REPO / ".venv")], check=True)
+    subprocess.run(
+        [str(venv_python), "-m", "pip", "install", "-q", "-e", f"{REPO}[test]"],
+        check=True,
+    )
+    os.environ["LOCALFLEET_BOOTSTRAPPED"] = "1"
+    os.execv(str(venv_python), [str(venv_python), *sys.argv])
+
+
+if __name__ == "__main__":
+    _bootstrap()
+
+import argparse  # noqa: E402
+import base64  # noqa: E402
+import datetime as dt  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import ssl  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+from collections.abc import Callable, Iterable  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+import yaml  # noqa: E402
+from cryptography import x509  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.x509.oid import NameOID  # noqa: E402
+
+PROJECT = "kueue-federation"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / PROJECT
+DEFAULT_RUN_DIR = Path("/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()) / f"{PROJECT}-fleet"
+MIN_GO = (1, 26)
+MANAGER = "manager"
+# Identity the federation manager uses on each worker (client-certificate user, bound by RBAC).
+MULTIKUEUE_USER = "kueue-federation:multikueue-manager"
+MULTIKUEUE_ROLE_FILE = REPO / "deploy" / "rbac" / "multikueue-worker-clusterrole.yaml"
+OUR_CRDS = REPO / "deploy" / "crds"
+
+
+def log(msg: str) -> None:
+    print(f"localfleet: {msg}", file=sys.stderr, flush=True)
+
+
+class FleetError(Exception):
+    """A failure with a message that tells the user what to do."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Versions and the binary cache
+# ----------------------------------------------------------------------------------------------
+
+
+def read_versions() -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for line in (REPO / "hack" / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            versions[key.strip()] = value.strip()
+    return versions
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Where each cached binary and upstream asset lives, keyed by version."""
+
+    versions: dict[str, str]
+
+    @property
+    def k8s_dir(self) -> Path:
+        return CACHE / "bin" / f"kubernetes-v{self.versions['K8S_VERSION']}"
+
+    @property
+    def kwok_dir(self) -> Path:
+        return CACHE / "bin" / f"kwok-{self.versions['KWOK_VERSION']}"
+
+    @property
+    def lws_dir(self) -> Path:
+        return CACHE / "bin" / f"lws-{self.versions['LWS_VERSION']}"
+
+    def path(self, name: str) -> Path:
+        if name == "kwok":
+            return self.kwok_dir / "kwok"
+        if name == "lws-manager":
+            return self.lws_dir / "lws-manager"
+        return self.k8s_dir / name
+
+    @property
+    def kwok_stages(self) -> list[Path]:
+        return sorted((self.kwok_dir / "stages").glob("*.yaml"))
+
+    @property
+    def lws_crds(self) -> list[Path]:
+        return sorted((self.lws_dir / "crds").glob("*.yaml"))
+
+    @property
+    def lws_webhooks(self) -> Path:
+        return self.lws_dir / "webhooks.yaml"
+
+    def all_present(self) -> bool:
+        needed = [self.path(n) for n in K8S_COMMANDS + ["etcd", "kwok", "lws-manager"]]
+        return (
+            all(p.is_file() for p in needed)
+            and len(self.kwok_stages) >= 5
+            and bool(self.lws_crds)
+            and self.lws_webhooks.is_file()
+        )
+
+
+K8S_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+KWOK_STAGE_FILES = [
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# build
+# ----------------------------------------------------------------------------------------------
+
+
+class Builder:
+    """Builds every binary from the Go module proxy, showing step and elapsed time."""
+
+    def __init__(self, bins: Binaries) -> None:
+        self.bins = bins
+        self.v = bins.versions
+        self.started = time.monotonic()
+        self.log_dir = CACHE / "build-logs"
+        self.env = {
+            **os.environ,
+            "GOTOOLCHAIN": "local",
+            "CGO_ENABLED": "0",
+            "GOFLAGS": "-mod=mod",
+        }
+
+    def elapsed(self) -> str:
+        return fmt_duration(time.monotonic() - self.started)
+
+    def check_go(self) -> None:
+        go = shutil.which("go")
+        if not go:
+            raise FleetError(
+                "Go is not installed or not on PATH. Install Go >= 1.26 (https://go.dev/dl/) "
+                "with access to the Go module proxy, then run `python3 hack/localfleet.py build` again."
+            )
+        out = subprocess.run(
+            ["go", "env", "GOVERSION", "GOPROXY", "GOMODCACHE"], capture_output=True, text=True, env=self.env
+        )
+        if out.returncode != 0:
+            raise FleetError(f"`go env` failed: {out.stderr.strip()}")
+        goversion, goproxy, gomodcache = (out.stdout.splitlines() + ["", "", ""])[:3]
+        parts = goversion.removeprefix("go").split(".")
+        try:
+            have = (int(parts[0]), int(parts[1]))
+        except (IndexError, ValueError):
+            have = (0, 0)
+        if have < MIN_GO:
+            raise FleetError(
+                f"{goversion} is too old: Kubernetes v{self.v['K8S_VERSION']} needs Go >= "
+                f"{MIN_GO[0]}.{MIN_GO[1]} (GOTOOLCHAIN=local is used, so Go will not download a newer one)."
+            )
+        if goproxy.strip() in ("", "off"):
+            raise FleetError("GOPROXY is off: the build needs the Go module proxy (go env -w GOPROXY=...).")
+        self.gomodcache = Path(gomodcache)
+        log(f"using {goversion}, GOPROXY={goproxy}")
+
+    def run(self, step: str, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+        """Run one go command with its output in a log file; print a heartbeat while it runs."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_file = self.log_dir / f"{step.replace(' ', '-').replace('/', '_')}.log"
+        log(f"[{self.elapsed()}] {step} ...")
+        t0 = time.monotonic()
+        with log_file.open("w") as out:
+            proc = subprocess.Popen(args, cwd=cwd, env=env or self.env, stdout=subprocess.PIPE, stderr=out, text=True)
+            done = threading.Event()
+
+            def heartbeat() -> None:
+                while not done.wait(30):
+                    log(f"[{self.elapsed()}] {step}: still running ({fmt_duration(time.monotonic() - t0)})")
+
+            threading.Thread(target=heartbeat, daemon=True).start()
+            stdout, _ = proc.communicate()
+            done.set()
+        if proc.returncode != 0:
+            tail = "\n".join(log_file.read_text().splitlines()[-25:])
+            hint = ""
+            if "proxy" in tail or "403" in tail or "dial tcp" in tail or "no such host" in tail:
+                hint = "\nThe Go module proxy could not be reached or refused a module; check GOPROXY and network."
+            raise FleetError(f"{step} failed (exit {proc.returncode}); log: {log_file}\n{tail}{hint}")
+        log(f"[{self.elapsed()}] {step} done in {fmt_duration(time.monotonic() - t0)}")
+        return stdout
+
+    def module_dir(self, module: str) -> Path:
+        out = self.run(f"download {module}", ["go", "mod", "download", "-json", module], cwd=CACHE)
+        info = json.loads(out)
+        if "Dir" not in info:
+            raise FleetError(f"the Go module proxy did not serve {module}: {info.get('Error', info)}")
+        return Path(info["Dir"])
+
+    def build_all(self, force: bool = False) -> None:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        todo = []
+        if force or not all(self.bins.path(n).is_file() for n in [*K8S_COMMANDS, "etcd"]):
+            todo.append(self.build_kubernetes)
+        if force or not self.bins.path("kwok").is_file() or len(self.bins.kwok_stages) < 5:
+            todo.append(self.build_kwok)
+        if force or not self.bins.path("lws-manager").is_file() or not self.bins.lws_webhooks.is_file():
+            todo.append(self.build_lws)
+        if not todo:
+            log(f"all binaries cached under {CACHE / 'bin'}")
+            return
+        self.check_go()
+        for step in todo:
+            step()
+        log(f"build finished in {self.elapsed()}; binaries under {CACHE / 'bin'}")
+
+    def build_kubernetes(self) -> None:
+        version = self.v["K8S_VERSION"]
+        staging = "v0." + version.split(".", 1)[1]  # 1.36.3 -> v0.36.3
+        wrapper = CACHE / "build" / f"kubernetes-v{version}"
+        wrapper.mkdir(parents=True, exist_ok=True)
+        if not (wrapper / "go.mod").exists():
+            self.run("init wrapper module", ["go", "mod", "init", "local.build/kubernetes-binaries"], cwd=wrapper)
+            info = json.loads(
+                self.run(
+                    f"download k8s.io/kubernetes v{version}",
+                    ["go", "mod", "download", "-json", f"k8s.io/kubernetes@v{version}"],
+                    cwd=wrapper,
+                )
+            )
+            if "GoMod" not in info:
+                raise FleetError(f"k8s.io/kubernetes@v{version} not served: {info.get('Error', info)}")
+            upstream_mod = Path(info["GoMod"]).read_text()
+            edits = []
+            for line in upstream_mod.splitlines():
+                # Every staging module is required at v0.0.0 and replaced with a relative path upstream.
+                parts = line.split()
+                if len(parts) == 2 and parts[0].startswith("k8s.io/") and parts[1] == "v0.0.0":
+                    edits.append(f"-replace={parts[0]}={parts[0]}@{staging}")
+                if line.startswith("godebug default="):
+                    edits.append(f"-godebug={line.split()[1]}")
+            self.run("write replace directives", ["go", "mod", "edit", *edits], cwd=wrapper)
+            self.run(f"resolve k8s.io/kubernetes v{version}", ["go", "get", f"k8s.io/kubernetes@v{version}"], cwd=wrapper)
+        major, minor = version.split(".")[:2]
+        ldflags = ["-s", "-w"]
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+            ldflags += [
+                f"-X {pkg}.gitVersion=v{version}",
+                f"-X {pkg}.gitMajor={major}",
+                f"-X {pkg}.gitMinor={minor}",
+                f"-X {pkg}.gitTreeState=clean",
+                f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+            ]
+        staging_dir = self.bins.k8s_dir.with_name(self.bins.k8s_dir.name + ".partial")
+        staging_dir.mkdir(parents=True, exist_ok=True)
+        for cmd in K8S_COMMANDS:
+            if (staging_dir / cmd).is_file():
+                continue
+            self.run(
+                f"build {cmd}",
+                ["go", "build", "-trimpath", "-tags", "selinux,notest,grpcnotrace",
+                 "-ldflags", " ".join(ldflags), "-o", str(staging_dir / cmd), f"k8s.io/kubernetes/cmd/{cmd}"],
+                cwd=wrapper,
+            )
+        if not (staging_dir / "etcd").is_file():
+            # etcd from the same module graph, so its version matches what Kubernetes is tested with.
+            self.run(
+                "build etcd",
+                ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(staging_dir / "etcd"),
+                 "go.etcd.io/etcd/server/v3"],
+                cwd=wrapper,
+            )
+        out = subprocess.run([str(staging_dir / "kube-apiserver"), "--version"], capture_output=True, text=True)
+        if f"v{version}" not in out.stdout:
+            raise FleetError(f"built kube-apiserver reports {out.stdout.strip()!r}, expected v{version}")
+        if self.bins.k8s_dir.exists():
+            shutil.rmtree(self.bins.k8s_dir)
+        staging_dir.rename(self.bins.k8s_dir)
+
+    def go_build_module(self, step: str, module: str, version: str, package: str, ldflags: str, out: Path) -> None:
+        """Build one package of a released module in a wrapper module that requires exactly that version.
+
+        Not `go install pkg@version`: that also asks the proxy for the module's version list (to print
+        deprecation notices), which the proxy refuses for some modules.
+        """
+        wrapper = CACHE / "build" / f"{module.rsplit('/', 1)[-1]}-{version}"
+        wrapper.mkdir(parents=True, exist_ok=True)
+        if not (wrapper / "go.mod").exists():
+            self.run(f"init {module} wrapper", ["go", "mod", "init", "local.build/wrapper"], cwd=wrapper)
+            self.run(f"require {module} {version}", ["go", "mod", "edit", f"-require={module}@{version}"], cwd=wrapper)
+        partial = out.with_name(out.name + ".partial")
+        self.run(step, ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), package], cwd=wrapper)
+        partial.rename(out)
+
+    def build_kwok(self) -> None:
+        version = self.v["KWOK_VERSION"]
+        d = self.bins.kwok_dir
+        d.mkdir(parents=True, exist_ok=True)
+        if not (d / "kwok").is_file():
+            self.go_build_module(f"build kwok {version}", "sigs.k8s.io/kwok", version, "sigs.k8s.io/kwok/cmd/kwok",
+                                 f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}", d / "kwok")
+        src = self.module_dir(f"sigs.k8s.io/kwok@{version}")
+        (d / "stages").mkdir(exist_ok=True)
+        for rel in KWOK_STAGE_FILES:
+            shutil.copyfile(src / rel, d / "stages" / Path(rel).name)
+
+    def build_lws(self) -> None:
+        version = self.v["LWS_VERSION"]
+        d = self.bins.lws_dir
+        d.mkdir(parents=True, exist_ok=True)
+        if not (d / "lws-manager").is_file():
+            self.go_build_module(f"build lws-manager {version}", "sigs.k8s.io/lws", version, "sigs.k8s.io/lws/cmd",
+                                 f"-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion={version}", d / "lws-manager")
+        src = self.module_dir(f"sigs.k8s.io/lws@{version}")
+        (d / "crds").mkdir(exist_ok=True)
+        for crd in sorted((src / "config" / "crd" / "bases").glob("*.yaml")):
+            shutil.copyfile(crd, d / "crds" / crd.name)
+        shutil.copyfile(src / "config" / "webhook" / "manifests.yaml", d / "webhooks.yaml")
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+# ----------------------------------------------------------------------------------------------
+# PKI: one CA per run, serving certificates for every TLS listener, client certificates per user
+# ----------------------------------------------------------------------------------------------
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+class CertificateAuthority:
+    def __init__(self, name: str) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = dt.datetime.now(dt.UTC)
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=365))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .sign(self.key, hashes.SHA256())
+        )
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def issue(self, common_name: str, organizations: Iterable[str] = (), server: bool = False) -> tuple[bytes, bytes]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+        now = dt.datetime.now(dt.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=365))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        )
+        if server:
+            import ipaddress
+
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                             x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False,
+            ).add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        else:
+            builder = builder.add_extension(
+                x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def write_file(path: Path, data: bytes | str, mode: int = 0o600) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    path.chmod(mode)
+    return path
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def kubeconfig(cluster: str, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str) -> dict:
+    """A self-contained kubeconfig (inline CA and credentials), as MultiKueue requires."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
+        "users": [{"name": user, "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
+        "current-context": cluster,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Processes and state
+# ----------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not alive for our purposes.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def pid_is_ours(proc: dict) -> bool:
+    """The recorded pid is alive and still runs the binary we started (pids get reused)."""
+    if not pid_alive(proc["pid"]):
+        return False
+    try:
+        exe = Path(f"/proc/{proc['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return False
+    return exe == proc["cmd"][0]
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class State:
+    """The run directory's state.json: every process we started, ports, files. Written as we go."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / "state.json"
+        self.data: dict = {"runDir": str(run_dir), "status": "starting", "clusters": {}, "processes": []}
+
+    @classmethod
+    def load(cls, run_dir: Path) -> State | None:
+        st = cls(run_dir)
+        try:
+            st.data = json.loads(st.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        return st
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2))
+        tmp.replace(self.path)
+
+    def start(self, cluster: str, component: str, cmd: list[str], env: dict[str, str] | None = None) -> dict:
+        log_path = self.run_dir / cluster / f"{component}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env={**os.environ, **(env or {})},
+                                    cwd=self.run_dir / cluster)
+        record = {"cluster": cluster, "component": component, "pid": proc.pid, "pgid": proc.pid,
+                  "cmd": cmd, "log": str(log_path)}
+        self.data["processes"].append(record)
+        self.save()
+        return record
+
+    def cluster(self, name: str) -> dict:
+        return self.data["clusters"][name]
+
+
+def stop_processes(processes: list[dict], timeout: float = 10.0) -> None:
+    """SIGTERM each recorded process group in reverse start order, SIGKILL what is left."""
+    live = [p for p in reversed(processes) if pid_is_ours(p)]
+    for p in live:
+        try:
+            os.killpg(p["pgid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(pid_alive(p["pid"]) for p in live):
+        time.sleep(0.1)
+    for p in live:
+        try:
+            os.killpg(p["pgid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Talking to the clusters
+# ----------------------------------------------------------------------------------------------
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.25,
+             procs: Iterable[dict] = ()) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return
+        for p in procs:
+            if not pid_alive(p["pid"]):
+                tail = "\n".join(Path(p["log"]).read_text(errors="replace").splitlines()[-15:])
+                raise FleetError(f"{p['cluster']}/{p['component']} exited while waiting for {what}; "
+                                 f"log {p['log']}:\n{tail}")
+        if time.monotonic() > deadline:
+            raise FleetError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def https_ok(url: str, ca: Path, cert: Path | None = None, key: Path | None = None) -> bool:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    if cert and key:
+        ctx.load_cert_chain(str(cert), str(key))
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=3) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def tls_port_open(port: int) -> bool:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock, ctx.wrap_socket(sock):
+            return True
+    except OSError:
+        return False
+
+
+class Kubectl:
+    def __init__(self, binary: Path, kubeconfig_path: str) -> None:
+        self.binary = binary
+        self.kubeconfig = kubeconfig_path
+
+    def __call__(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+                 ) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([str(self.binary), "--kubeconfig", self.kubeconfig, *args], input=input,
+                             capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise FleetError(f"kubectl {' '.join(args)} failed: {res.stderr.strip()}")
+        return res
+
+    def apply(self, docs: list[dict] | str) -> None:
+        text = docs if isinstance(docs, str) else yaml.safe_dump_all(docs)
+        self("apply", "--server-side", "--force-conflicts", "--field-manager=localfleet", "-f", "-", input=text)
+
+    def get_json(self, *args: str) -> dict:
+        return json.loads(self("get", *args, "-o", "json").stdout)
+
+
+# ----------------------------------------------------------------------------------------------
+# up
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FleetOptions:
+    workers: int = 2
+    nodes: int = 4
+    node_cpu: str = "8"
+    node_memory: str = "32Gi"
+    node_pods: str = "110"
+    smoke: bool = True
+    run_dir: Path = DEFAULT_RUN_DIR
+
+
+@dataclass
+class ClusterPlan:
+    name: str
+    role: str  # "manager" or "worker"
+    dir: Path
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_worker(self) -> bool:
+        return self.role == "worker"
+
+
+class FleetUp:
+    def __init__(self, opts: FleetOptions, bins: Binaries) -> None:
+        self.opts = opts
+        self.bins = bins
+        self.state = State(opts.run_dir)
+        self.t0 = time.monotonic()
+        self.clusters = [ClusterPlan(MANAGER, "manager", opts.run_dir / MANAGER)] + [
+            ClusterPlan(f"worker{i}", "worker", opts.run_dir / f"worker{i}") for i in range(1, opts.workers + 1)
+        ]
+
+    def step(self, msg: str) -> None:
+        log(f"[{fmt_duration(time.monotonic() - self.t0)}] {msg}")
+
+    def kubectl(self, c: ClusterPlan) -> Kubectl:
+        return Kubectl(self.bins.path("kubectl"), str(c.dir / "admin.kubeconfig"))
+
+    def procs(self, cluster: str, component: str) -> list[dict]:
+        return [p for p in self.state.data["processes"] if p["cluster"] == cluster and p["component"] == component]
+
+    def run(self) -> None:
+        self.opts.run_dir.mkdir(parents=True, exist_ok=True)
+        self.state.data["versions"] = self.bins.versions
+        self.state.save()
+        self.make_pki()
+        self.start_etcd()
+        self.start_apiservers()
+        self.start_controllers()
+        self.install_crds()
+        self.create_nodes()
+        self.start_lws()
+        self.grant_multikueue_identity()
+        if self.opts.smoke:
+            self.smoke_check()
+        self.state.data["status"] = "up"
+        self.state.save()
+        self.step(f"fleet is up: {', '.join(c.name for c in self.clusters)} (state {self.state.path})")
+
+    # -- PKI and ports --------------------------------------------------------------------------
+
+    def make_pki(self) -> None:
+        self.step("creating certificates")
+        pki = self.opts.run_dir / "pki"
+        self.ca = CertificateAuthority(f"{PROJECT} fleet CA")
+        self.ca_file = write_file(pki / "ca.crt", self.ca.cert_pem, 0o644)
+        write_file(pki / "ca.key", _pem_key(self.ca.key))
+        for c in self.clusters:
+            for name in ("etcd", "etcd-peer", "apiserver", "kwok", "lws-webhook", "lws-health"):
+                c.ports[name] = free_port()
+            crt, key = self.ca.issue("kube-apiserver", server=True)
+            write_file(c.dir / "pki" / "apiserver.crt", crt, 0o644)
+            write_file(c.dir / "pki" / "apiserver.key", key)
+            # Service-account signing key pair: the apiserver verifies with the public half.
+            sa = ec.generate_private_key(ec.SECP256R1())
+            write_file(c.dir / "pki" / "sa.key", _pem_key(sa))
+            write_file(c.dir / "pki" / "sa.pub", sa.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644)
+            crt, key = self.ca.issue("admin", organizations=["system:masters"])
+            write_file(c.dir / "pki" / "admin.crt", crt, 0o644)
+            write_file(c.dir / "pki" / "admin.key", key)
+            server = f"https://127.0.0.1:{c.ports['apiserver']}"
+            write_file(c.dir / "admin.kubeconfig",
+                       yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, f"{c.name}-admin")))
+            if c.is_worker:
+                crt, key = self.ca.issue("lws-webhook", server=True)
+                write_file(c.dir / "lws-certs" / "tls.crt", crt, 0o644)
+                write_file(c.dir / "lws-certs" / "tls.key", key)
+            self.state.data["clusters"][c.name] = {
+                "role": c.role,
+                "server": server,
+                "ports": c.ports,
+                "kubeconfig": str(c.dir / "admin.kubeconfig"),
+                "etcd": f"http://127.0.0.1:{c.ports['etcd']}",
+                "etcdPrefix": "/registry",
+            }
+        self.write_merged_kubeconfig()
+        self.state.save()
+
+    def write_merged_kubeconfig(self) -> None:
+        merged: dict = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+        for c in self.clusters:
+            one = yaml.safe_load((c.dir / "admin.kubeconfig").read_text())
+            for key in ("clusters", "users", "contexts"):
+                merged[key] += one[key]
+        merged["current-context"] = MANAGER
+        path = write_file(self.opts.run_dir / "kubeconfig", yaml.safe_dump(merged))
+        self.state.data["mergedKubeconfig"] = str(path)
+
+    # -- control planes -------------------------------------------------------------------------
+
+    def start_etcd(self) -> None:
+        self.step("starting etcd")
+        for c in self.clusters:
+            p = c.ports
+            self.state.start(c.name, "etcd", [
+                str(self.bins.path("etcd")),
+                f"--name={c.name}",
+                f"--data-dir={c.dir / 'etcd-data'}",
+                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-cluster={c.name}=http://127.0.0.1:{p['etcd-peer']}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ])
+        for c in self.clusters:
+            wait_for(f"{c.name} etcd", lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['etcd']}/health"), 60,
+                     procs=self.procs(c.name, "etcd"))
+
+    def start_apiservers(self) -> None:
+        self.step("starting kube-apiservers")
+        for c in self.clusters:
+            p, pki = c.ports, c.dir / "pki"
+            self.state.start(c.name, "kube-apiserver", [
+                str(self.bins.path("kube-apiserver")),
+                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p['apiserver']}",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={self.ca_file}",
+                "--authorization-mode=RBAC",
+                # No ServiceAccount admission: pods must not race the creation of a namespace's default SA.
+                "--disable-admission-plugins=ServiceAccount",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--allow-privileged=true",
+                f"--service-account-issuer=https://127.0.0.1:{p['apiserver']}/",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--endpoint-reconciler-type=none",
+                "--enable-priority-and-fairness=false",
+                "--max-requests-inflight=0",
+                "--max-mutating-requests-inflight=0",
+                "--profiling=false",
+                # ConfigMaps bypass the watch cache, so compacting etcd makes a stale watch get 410 Gone
+                # deterministically (tests of informer re-list use ConfigMaps).
+                "--watch-cache-sizes=configmaps#0",
+                "--v=1",
+            ])
+        for c in self.clusters:
+            pki = c.dir / "pki"
+            wait_for(f"{c.name} kube-apiserver /readyz",
+                     lambda c=c, pki=pki: https_ok(f"https://127.0.0.1:{c.ports['apiserver']}/readyz",
+                                                   self.ca_file, pki / "admin.crt", pki / "admin.key"),
+                     180, interval=0.5, procs=self.procs(c.name, "kube-apiserver"))
+
+    def start_controllers(self) -> None:
+        self.step("starting kube-controller-manager, kube-scheduler and kwok")
+        for c in self.clusters:
+            admin, pki = str(c.dir / "admin.kubeconfig"), c.dir / "pki"
+            self.state.start(c.name, "kube-controller-manager", [
+                str(self.bins.path("kube-controller-manager")),
+                f"--kubeconfig={admin}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--root-ca-file={self.ca_file}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                "--use-service-account-credentials=false",
+                "--kube-api-qps=1000",
+                "--kube-api-burst=1000",
+                "--v=1",
+            ])
+            if not c.is_worker:
+                continue
+            self.state.start(c.name, "kube-scheduler", [
+                str(self.bins.path("kube-scheduler")),
+                f"--kubeconfig={admin}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--kube-api-qps=1000",
+                "--kube-api-burst=1000",
+                "--v=1",
+            ])
+            self.state.start(c.name, "kwok", [
+                str(self.bins.path("kwok")),
+                f"--kubeconfig={admin}",
+                *[f"--config={s}" for s in self.bins.kwok_stages],
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--node-ip=127.0.0.1",
+                f"--server-address=127.0.0.1:{c.ports['kwok']}",
+                "--node-lease-duration-seconds=40",
+                "--cidr=10.244.0.0/16",
+            ])
+
+    def install_crds(self) -> None:
+        self.step("installing LeaderWorkerSet and Kueue CRDs")
+        crd_files = [*self.bins.lws_crds, *sorted(OUR_CRDS.glob("*.yaml"))]
+        docs = []
+        for f in crd_files:
+            docs += [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
+        names = [d["metadata"]["name"] for d in docs]
+        text = yaml.safe_dump_all(docs)
+        threads = []
+        errors: list[Exception] = []
+
+        def install(c: ClusterPlan) -> None:
+            try:
+                kubectl = self.kubectl(c)
+                kubectl.apply(text)
+                kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
+                kubectl("create", "namespace", "kueue-system", check=False)
+            except Exception as e:  # noqa: BLE001 - collected and re-raised below
+                errors.append(e)
+
+        for c in self.clusters:
+            t = threading.Thread(target=install, args=(c,))
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def create_nodes(self) -> None:
+        workers = [c for c in self.clusters if c.is_worker]
+        if not workers:
+            return
+        self.step(f"creating {self.opts.nodes} fake nodes per worker "
+                  f"({self.opts.node_cpu} CPU / {self.opts.node_memory} each)")
+        for c in workers:
+            nodes = []
+            for i in range(self.opts.nodes):
+                name = f"{c.name}-node-{i}"
+                capacity = {"cpu": self.opts.node_cpu, "memory": self.opts.node_memory, "pods": self.opts.node_pods}
+                nodes.append({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name,
+                                 "annotations": {"kwok.x-k8s.io/node": "fake",
+                                                 "node.alpha.kubernetes.io/ttl": "0"},
+                                 "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                            "kubernetes.io/arch": "amd64", "type": "kwok"}},
+                    "status": {"capacity": capacity, "allocatable": capacity},
+                })
+            # Status fields are dropped on create, so create first, then let kwok fill status;
+            # capacity must be set through the status subresource.
+            self.kubectl(c).apply(nodes)
+            for n in nodes:
+                self.kubectl(c)("patch", "node", n["metadata"]["name"], "--subresource=status", "--type=merge",
+                                "-p", json.dumps({"status": n["status"]}))
+        for c in workers:
+            wait_for(f"{c.name} nodes Ready", lambda c=c: self.ready_nodes(c) >= self.opts.nodes, 90, interval=1,
+                     procs=self.procs(c.name, "kwok"))
+
+    def ready_nodes(self, c: ClusterPlan) -> int:
+        res = self.kubectl(c)("get", "nodes", "-o", "json", check=False)
+        if res.returncode != 0:
+            return 0
+        count = 0
+        for n in json.loads(res.stdout)["items"]:
+            conds = {x["type"]: x["status"] for x in n.get("status", {}).get("conditions", [])}
+            if conds.get("Ready") == "True" and n["status"].get("allocatable", {}).get("cpu"):
+                count += 1
+        return count
+
+    # -- LeaderWorkerSet controller -------------------------------------------------------------
+
+    def start_lws(self) -> None:
+        workers = [c for c in self.clusters if c.is_worker]
+        self.step("starting the LeaderWorkerSet controller on workers")
+        for c in workers:
+            self.kubectl(c)("create", "namespace", "lws-system", check=False)
+            config = {
+                "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+                "kind": "Configuration",
+                "leaderElection": {"leaderElect": False},
+                "internalCertManagement": {"enable": False},
+                "webhook": {"port": c.ports["lws-webhook"], "host": "127.0.0.1", "certDir": str(c.dir / "lws-certs")},
+                "metrics": {"bindAddress": "0"},
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['lws-health']}"},
+            }
+            cfg = write_file(c.dir / "lws-config.yaml", yaml.safe_dump(config), 0o644)
+            self.state.start(c.name, "lws-manager",
+                             [str(self.bins.path("lws-manager")), f"--config={cfg}", "--zap-log-level=info"],
+                             env={"KUBECONFIG": str(c.dir / "admin.kubeconfig")})
+        for c in workers:
+            wait_for(f"{c.name} LWS webhook TLS port", lambda c=c: tls_port_open(c.ports["lws-webhook"]), 60,
+                     procs=self.procs(c.name, "lws-manager"))
+            self.kubectl(c).apply(self.lws_webhook_configs(c))
+
+    def lws_webhook_configs(self, c: ClusterPlan) -> list[dict]:
+        """LWS's webhook manifests, pointed at the local process and its CA (as envtest rewrites them)."""
+        docs = [d for d in yaml.safe_load_all(self.bins.lws_webhooks.read_text()) if d]
+        for doc in docs:
+            doc["metadata"]["name"] = "lws-" + doc["metadata"]["name"]
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{c.ports['lws-webhook']}{path}",
+                                        "caBundle": b64(self.ca.cert_pem)}
+                # LWS's kustomize overlay limits its pod webhooks to pods that belong to an LWS.
+                if any("pods" in r.get("resources", []) for r in hook.get("rules", [])):
+                    hook["objectSelector"] = {"matchExpressions": [
+                        {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
+        return docs
+
+    # -- the manager's identity on workers ------------------------------------------------------
+
+    def grant_multikueue_identity(self) -> None:
+        workers = [c for c in self.clusters if c.is_worker]
+        self.step("writing the manager's kubeconfig and RBAC on each worker")
+        role_docs = [d for d in yaml.safe_load_all(MULTIKUEUE_ROLE_FILE.read_text()) if d]
+        role_name = next(d["metadata"]["name"] for d in role_docs if d["kind"] == "ClusterRole")
+        for c in workers:
+            binding = {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": role_name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": MULTIKUEUE_USER}],
+            }
+            self.kubectl(c).apply([*role_docs, binding])
+            crt, key = self.ca.issue(MULTIKUEUE_USER)
+            server = self.state.cluster(c.name)["server"]
+            path = write_file(c.dir / "multikueue.kubeconfig",
+                              yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, MULTIKUEUE_USER)))
+            self.state.cluster(c.name)["multikueueKubeconfig"] = str(path)
+        self.state.save()
+
+    # -- smoke check ----------------------------------------------------------------------------
+
+    def smoke_check(self) -> None:
+        worker = next((c for c in self.clusters if c.is_worker), None)
+        if worker is None:
+            return
+        self.step(f"smoke check: an LWS (replicas 1, size 2) on {worker.name} must become ready")
+        kubectl = self.kubectl(worker)
+        lws = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "localfleet-smoke", "namespace": "default"},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": "100m"}}}]}}}},
+        }
+        kubectl("apply", "-f", "-", input=json.dumps(lws))
+
+        def ready() -> bool:
+            res = kubectl("get", "lws", "localfleet-smoke", "-o", "jsonpath={.status.readyReplicas}", check=False)
+            return res.stdout.strip() == "1"
+
+        try:
+            wait_for("the smoke LWS to reach readyReplicas=1", ready, 120, interval=1,
+                     procs=[p for p in self.state.data["processes"] if p["cluster"] == worker.name])
+        except FleetError as e:
+            pods = kubectl("get", "pods", "-o", "wide", check=False).stdout
+            raise FleetError(f"{e}\npods on {worker.name}:\n{pods}") from e
+        kubectl("delete", "lws", "localfleet-smoke", "--wait=true", "--timeout=60s")
+        self.step("smoke check passed")
+
+
+# ----------------------------------------------------------------------------------------------
+# Commands
+# ----------------------------------------------------------------------------------------------
+
+
+def fleet_is_running(state: State) -> bool:
+    return bool(state.data["processes"]) and all(pid_is_ours(p) for p in state.data["processes"])
+
+
+def cmd_build(args: argparse.Namespace) -> None:
+    Builder(Binaries(read_versions())).build_all(force=args.force)
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    bins = Binaries(read_versions())
+    opts = FleetOptions(workers=args.workers, nodes=args.nodes, node_cpu=args.node_cpu,
+                        node_memory=args.node_memory, node_pods=args.node_pods, smoke=not args.no_smoke,
+                        run_dir=Path(args.dir))
+    existing = State.load(opts.run_dir)
+    if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
+        log(f"a fleet is already up in {opts.run_dir}; `down` first to start a new one")
+        return
+    if existing or opts.run_dir.exists():
+        log(f"cleaning up a previous run in {opts.run_dir}")
+        down(opts.run_dir)
+    Builder(bins).build_all()
+    fleet = FleetUp(opts, bins)
+    try:
+        fleet.run()
+    except BaseException:
+        log(f"fleet start failed; logs are in {opts.run_dir}/<cluster>/<component>.log")
+        if not args.keep_on_failure:
+            stop_processes(fleet.state.data["processes"])
+            fleet.state.data["status"] = "failed"
+            fleet.state.save()
+        raise
+
+
+def down(run_dir: Path) -> int:
+    state = State.load(run_dir)
+    stopped = 0
+    if state:
+        processes = state.data.get("processes", [])
+        stopped = sum(1 for p in processes if pid_is_ours(p))
+        stop_processes(processes)
+    if run_dir.exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return stopped
+
+
+def cmd_down(args: argparse.Namespace) -> None:
+    run_dir = Path(args.dir)
+    if not run_dir.exists():
+        log(f"nothing to stop ({run_dir} does not exist)")
+        return
+    stopped = down(run_dir)
+    log(f"stopped {stopped} processes and removed {run_dir}")
+
+
+def load_running_state(run_dir: Path) -> State:
+    state = State.load(run_dir)
+    if state is None:
+        raise FleetError(f"no fleet in {run_dir}: run `python3 hack/localfleet.py up` first")
+    return state
+
+
+def cmd_env(args: argparse.Namespace) -> None:
+    state = load_running_state(Path(args.dir))
+    bins = Binaries(state.data.get("versions") or read_versions())
+    lines = []
+    worker_index = 0
+    for name, c in state.data["clusters"].items():
+        if c["role"] == "manager":
+            lines.append(f"export KUBECONFIG_MANAGER={c['kubeconfig']}")
+        else:
+            worker_index += 1
+            lines.append(f"export KUBECONFIG_WORKER{worker_index}={c['kubeconfig']}")
+            if "multikueueKubeconfig" in c:
+                lines.append(f"export WORKER{worker_index}_MULTIKUEUE_KUBECONFIG={c['multikueueKubeconfig']}")
+    lines.append(f"export LOCALFLEET_KUBECONFIG={state.data['mergedKubeconfig']}")
+    lines.append(f"export LOCALFLEET_STATE={state.path}")
+    lines.append(f'export PATH="{bins.k8s_dir}:$PATH"')
+    print("\n".join(lines))
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    run_dir = Path(args.dir)
+    state = State.load(run_dir)
+    if state is None:
+        print(f"no fleet in {run_dir}")
+        return
+    print(f"fleet in {run_dir}: {state.data.get('status')}")
+    ca = run_dir / "pki" / "ca.crt"
+    for name, c in state.data["clusters"].items():
+        pki = Path(c["kubeconfig"]).parent / "pki"
+        ready = ca.exists() and https_ok(f"{c['server']}/readyz", ca, pki / "admin.crt", pki / "admin.key")
+        procs = [p for p in state.data["processes"] if p["cluster"] == name]
+        total = sum(rss_mib(p["pid"]) for p in procs if pid_is_ours(p))
+        print(f"  {name} ({c['role']}) {c['server']} apiserver {'ready' if ready else 'NOT ready'}, "
+              f"RSS {total:.0f} MiB")
+        for p in procs:
+            alive = pid_is_ours(p)
+            rss = f"{rss_mib(p['pid']):.0f} MiB" if alive else "-"
+            print(f"    {p['component']:<24} pid {p['pid']:<8} {'running' if alive else 'STOPPED':<8} {rss}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="localfleet", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", default=os.environ.get("LOCALFLEET_DIR", str(DEFAULT_RUN_DIR)),
+                        help=f"run directory (default {DEFAULT_RUN_DIR}, or $LOCALFLEET_DIR)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build or reuse the cached binaries")
+    b.add_argument("--force", action="store_true", help="rebuild even if cached")
+    u = sub.add_parser("up", help="start a manager and N workers")
+    u.add_argument("--workers", type=int, default=2)
+    u.add_argument("--nodes", type=int, default=4, help="fake nodes per worker")
+    u.add_argument("--node-cpu", default="8")
+    u.add_argument("--node-memory", default="32Gi")
+    u.add_argument("--node-pods", default="110")
+    u.add_argument("--no-smoke", action="store_true", help="skip the LWS smoke check")
+    u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
+    sub.add_parser("down", help="stop the recorded processes and remove the run directory")
+    sub.add_parser("status", help="what is up")
+    sub.add_parser("env", help="print shell exports for the running fleet")
+    args = parser.parse_args(argv)
+    handlers = {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env}
+    try:
+        handlers[args.command](args)
+    except FleetError as e:
+        log(f"error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

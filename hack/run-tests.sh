@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test: unit tests, then integration and e2e tests against a fleet started for them.
+# The fleet is always torn down, whatever happens. Any pytest exit code but 0 fails the run
+# (including 5, "no tests collected").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+FLEET_DIR=${TEST_FLEET_DIR:-/dev/shm/kueue-federation-test-fleet}
+
+echo "== unit tests"
+$PY -m pytest tests/unit -q -p no:cacheprovider
+
+cleanup() { $PY hack/localfleet.py --dir "$FLEET_DIR" down || true; }
+trap cleanup EXIT
+echo "== starting the test fleet in $FLEET_DIR"
+$PY hack/localfleet.py --dir "$FLEET_DIR" up
+eval "$($PY hack/localfleet.py --dir "$FLEET_DIR" env)"
+
+echo "== integration and e2e tests"
+$PY -m pytest tests/integration tests/e2e -q -p no:cacheprovider

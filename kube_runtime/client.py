@@ -1,0 +1,744 @@
+"""A small async REST client for the Kubernetes API that works on plain dicts.
+
+Credentials come from kubernetes_asyncio's config loaders (kubeconfig file or dict, in-cluster);
+requests go through our own aiohttp session: generated models are too slow for 15k objects.
+Every call takes a Resource (group, version, plural, kind, namespaced) and builds its URL here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+import aiohttp
+import structlog
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from kube_runtime.clock import Clock
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+USER_AGENT = "kueue-federation/0.1"
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+class ResourceLike(Protocol):
+    """What the client needs from `kube_runtime.api.Resource`."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def plural(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def namespaced(self) -> bool: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class KubeClientError(Exception):
+    """Base of every error this client raises."""
+
+
+class ConnectionLost(KubeClientError):
+    """The apiserver could not be reached or the connection broke mid-request."""
+
+
+class ApiError(KubeClientError):
+    """The apiserver answered with an error Status."""
+
+    code: int = 0
+
+    def __init__(self, status: Obj, reason: str = "", message: str = "") -> None:
+        self.status = status
+        self.code = int(status.get("code") or type(self).code or 0)
+        self.reason = reason or status.get("reason", "")
+        self.message = message or status.get("message", "")
+        super().__init__(f"{self.code} {self.reason}: {self.message}")
+
+
+class BadRequest(ApiError):
+    code = 400
+
+
+class Unauthorized(ApiError):
+    code = 401
+
+
+class Forbidden(ApiError):
+    code = 403
+
+
+class NotFound(ApiError):
+    code = 404
+
+
+class Conflict(ApiError):
+    """409: an optimistic-concurrency or server-side-apply conflict, or AlreadyExists."""
+
+    code = 409
+
+
+class AlreadyExists(Conflict):
+    """409 with reason AlreadyExists (create of an existing name)."""
+
+
+class Gone(ApiError):
+    """410: the requested resourceVersion is too old (compacted); the caller must re-list."""
+
+    code = 410
+
+
+class Invalid(ApiError):
+    code = 422
+
+
+class TooManyRequests(ApiError):
+    code = 429
+
+
+_ERRORS_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+}
+
+
+def error_from_status(status: Obj, http_code: int | None = None) -> ApiError:
+    """The typed exception for a metav1.Status (from an error response or a watch ERROR event)."""
+    code = int(status.get("code") or http_code or 0)
+    status = {**status, "code": code}
+    if code == 409 and status.get("reason") == "AlreadyExists":
+        return AlreadyExists(status)
+    return _ERRORS_BY_CODE.get(code, ApiError)(status)
+
+
+def _status_from_body(http_code: int, body: bytes) -> Obj:
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+        return decoded
+    text = body.decode("utf-8", "replace").strip()[:1024]
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": http_code, "message": text}
+
+
+# ---------------------------------------------------------------------------------------------
+# URLs
+
+
+def api_version(resource: ResourceLike) -> str:
+    """`v1` for the core group, `group/version` otherwise."""
+    return f"{resource.group}/{resource.version}" if resource.group else resource.version
+
+
+def resource_path(
+    resource: ResourceLike,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """URL path of a collection or an object; a namespaced collection without namespace is all namespaces."""
+    prefix = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
+    parts = [prefix]
+    if resource.namespaced and namespace:
+        parts.append(f"namespaces/{namespace}")
+    elif resource.namespaced and name is not None:
+        raise ValueError(f"{resource.kind} {name!r} is namespaced: a namespace is required")
+    parts.append(resource.plural)
+    if name is not None:
+        if not name:
+            raise ValueError(f"{resource.kind}: empty name")
+        parts.append(name)
+        if subresource:
+            parts.append(subresource)
+    return "/".join(parts)
+
+
+def object_namespace_name(resource: ResourceLike, obj: Obj, namespace: str | None) -> tuple[str | None, str]:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        raise ValueError(f"{resource.kind}: metadata.name is required")
+    ns = (namespace or meta.get("namespace")) if resource.namespaced else None
+    return ns, name
+
+
+# ---------------------------------------------------------------------------------------------
+# Watch stream parsing
+
+
+class WatchStreamParser:
+    """Splits a chunked watch response into events; chunks may end anywhere, even mid-line."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[tuple[str, Obj]]:
+        self._buffer.extend(chunk)
+        end = self._buffer.rfind(b"\n")
+        if end < 0:
+            return []
+        complete = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        return [_decode_event(line) for line in complete.split(b"\n") if line.strip()]
+
+    def close(self) -> list[tuple[str, Obj]]:
+        """Events from a trailing line the server did not end with a newline."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        return [_decode_event(rest)] if rest.strip() else []
+
+
+def _decode_event(line: bytes) -> tuple[str, Obj]:
+    try:
+        event = json.loads(line)
+        return event["type"], event["object"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConnectionLost(f"malformed watch event: {line[:200]!r}") from exc
+
+
+def raise_for_watch_event(event_type: str, obj: Obj) -> None:
+    """An ERROR event carries a Status: 410 means the RV was compacted (re-list), anything else fails."""
+    if event_type == "ERROR":
+        raise error_from_status(obj if isinstance(obj, dict) else {"message": str(obj)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Rate limiting
+
+
+class TokenBucket:
+    """client-go style QPS/burst limiter: `burst` requests at once, refilled at `qps` per second."""
+
+    def __init__(self, qps: float, burst: int, clock: Clock | None = None) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError("qps must be > 0 and burst >= 1")
+        self._qps, self._burst = qps, float(burst)
+        self._clock = clock or Clock()
+        self._tokens = float(burst)
+        self._last = self._clock.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            while True:
+                now = self._clock.monotonic()
+                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+                self._last = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                await self._clock.sleep((1 - self._tokens) / self._qps)
+
+
+# ---------------------------------------------------------------------------------------------
+# The client
+
+_TRANSPORT_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError)
+
+
+class KubeClient:
+    """Async REST client for one apiserver. Create with one of the `from_*`/`in_cluster` coroutines."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        clock: Clock | None = None,
+        qps: float | None = None,
+        burst: int = 100,
+        request_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        get_attempts: int = 4,
+        max_connections: int = 256,
+    ) -> None:
+        self.configuration = configuration
+        self.host = configuration.host.rstrip("/")
+        self._clock = clock or Clock()
+        self._limiter = TokenBucket(qps, burst, self._clock) if qps else None
+        self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
+        self._get_attempts = max(1, get_attempts)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | bool | None = None
+        self._ssl_files: tuple[Any, ...] | None = None
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    async def from_kubeconfig_file(cls, path: str, context: str | None = None, **kwargs: Any) -> KubeClient:
+        configuration = k8s_client.Configuration()
+        loader = await k8s_config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration, persist_config=False
+        )
+        _install_exec_refresh(loader, configuration)
+        return cls(configuration, **kwargs)
+
+    @classmethod
+    async def from_kubeconfig_dict(cls, d: Obj, context: str | None = None, **kwargs: Any) -> KubeClient:
+        configuration = k8s_client.Configuration()
+        loader = await k8s_config.load_kube_config_from_dict(
+            d, context=context, client_configuration=configuration
+        )
+        _install_exec_refresh(loader, configuration)
+        return cls(configuration, **kwargs)
+
+    @classmethod
+    async def in_cluster(cls, **kwargs: Any) -> KubeClient:
+        configuration = k8s_client.Configuration()
+        # Installs a refresh hook that re-reads the projected ServiceAccount token.
+        k8s_config.load_incluster_config(client_configuration=configuration)
+        return cls(configuration, **kwargs)
+
+    def api_client(self) -> k8s_client.ApiClient:
+        """A kubernetes_asyncio ApiClient with the same credentials (the caller closes it)."""
+        return k8s_client.ApiClient(configuration=self.configuration)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": USER_AGENT},
+                json_serialize=json.dumps,
+            )
+        return self._session
+
+    def _ssl_context(self) -> ssl.SSLContext | bool | None:
+        cfg = self.configuration
+        if not self.host.startswith("https"):
+            return None
+        files = (cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file, cfg.verify_ssl)
+        if self._ssl_files != files:  # first call, or an exec plugin handed out a new client cert
+            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+            if cfg.cert_file:
+                ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+            if not cfg.verify_ssl:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            if hasattr(ssl, "VERIFY_X509_STRICT"):
+                # Cluster CAs often lack extensions RFC 5280 strict mode wants; Go clients accept them.
+                ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
+            self._ssl, self._ssl_files = ctx, files
+        return self._ssl
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # Calls the configuration's refresh hook (exec plugin / in-cluster token rotation).
+        auth = await self.configuration.get_api_key_with_prefix("BearerToken")
+        if auth:
+            headers["Authorization"] = auth
+        return headers
+
+    def _request_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        ctx = self._ssl_context()
+        if ctx is not None:
+            kwargs["ssl"] = ctx
+        if self.configuration.tls_server_name:
+            kwargs["server_hostname"] = self.configuration.tls_server_name
+        if self.configuration.proxy:
+            kwargs["proxy"] = self.configuration.proxy
+        return kwargs
+
+    # -- raw requests ------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        request_timeout: float | None = None,
+    ) -> Obj:
+        """One HTTP round trip; returns the decoded JSON body or raises ApiError/ConnectionLost.
+
+        A 429 (the apiserver did not process the request) is retried after its Retry-After, a few times.
+        """
+        data = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            content_type = content_type or JSON
+        client_timeout = aiohttp.ClientTimeout(
+            total=request_timeout or self._request_timeout, sock_connect=self._connect_timeout
+        )
+        for attempt in range(1, _MAX_429_ATTEMPTS + 1):
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            headers = await self._headers(content_type)
+            try:
+                async with self._get_session().request(
+                    method,
+                    self.host + path,
+                    params=_clean_params(params),
+                    data=data,
+                    headers=headers,
+                    timeout=client_timeout,
+                    **self._request_kwargs(),
+                ) as resp:
+                    payload = await resp.read()
+                    status = resp.status
+                    retry_after = resp.headers.get("Retry-After")
+            except _TRANSPORT_ERRORS as exc:
+                raise ConnectionLost(f"{method} {self.host}{path}: {type(exc).__name__}: {exc}") from exc
+            if status == 429 and attempt < _MAX_429_ATTEMPTS:
+                await self._clock.sleep(_retry_after_seconds(retry_after))
+                continue
+            if status >= 400:
+                raise error_from_status(_status_from_body(status, payload), status)
+            break
+        if not payload:
+            return {}
+        return json.loads(payload)
+
+    async def _get(self, path: str, params: dict[str, Any] | None = None) -> Obj:
+        """GETs are idempotent: retry connection-level failures with jittered backoff and a ceiling."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(ConnectionLost),
+            wait=wait_random_exponential(multiplier=0.2, max=5),
+            stop=stop_after_attempt(self._get_attempts),
+            sleep=self._clock.sleep,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self.request("GET", path, params=params)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- typed verbs -------------------------------------------------------------------------
+
+    async def get(
+        self, resource: ResourceLike, name: str, namespace: str | None = None, subresource: str | None = None
+    ) -> Obj:
+        return await self._get(resource_path(resource, namespace, name, subresource))
+
+    async def list(
+        self,
+        resource: ResourceLike,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[Obj], str]:
+        """All items (following `continue` pages of `limit`) and the list's resourceVersion."""
+        path = resource_path(resource, namespace)
+        base = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit}
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            try:
+                page = await self._get(path, {**base, "continue": token})
+            except Gone:
+                if token is None:
+                    raise
+                # The continue token expired mid-way: fall back to one full list, as client-go's pager does.
+                log.info("list continue token expired, listing in one page", path=path)
+                items, token = [], None
+                base["limit"] = None
+                continue
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                break
+        # Lists of built-in types omit kind/apiVersion on items; watch events carry them.
+        version = api_version(resource)
+        for item in items:
+            item.setdefault("apiVersion", version)
+            item.setdefault("kind", resource.kind)
+        return items, str(meta.get("resourceVersion", ""))
+
+    async def create(
+        self,
+        resource: ResourceLike,
+        obj: Obj,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+    ) -> Obj:
+        ns = (namespace or (obj.get("metadata") or {}).get("namespace")) if resource.namespaced else None
+        if resource.namespaced and not ns:
+            raise ValueError(f"{resource.kind}: a namespace is required")
+        return await self.request(
+            "POST", resource_path(resource, ns), params={"fieldManager": field_manager}, body=obj
+        )
+
+    async def replace(
+        self,
+        resource: ResourceLike,
+        obj: Obj,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """PUT; with metadata.resourceVersion set this is an optimistic-concurrency update (409 if stale)."""
+        ns, name = object_namespace_name(resource, obj, namespace)
+        return await self.request(
+            "PUT",
+            resource_path(resource, ns, name, subresource),
+            params={"fieldManager": field_manager},
+            body=obj,
+        )
+
+    async def replace_status(self, resource: ResourceLike, obj: Obj, field_manager: str | None = None) -> Obj:
+        return await self.replace(resource, obj, field_manager=field_manager, subresource="status")
+
+    async def delete(
+        self,
+        resource: ResourceLike,
+        name: str,
+        namespace: str | None = None,
+        propagation_policy: str | None = None,
+        preconditions: Obj | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj:
+        """DELETE with DeleteOptions; preconditions like {"uid": ..., "resourceVersion": ...}."""
+        options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if preconditions:
+            options["preconditions"] = preconditions
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        return await self.request("DELETE", resource_path(resource, namespace, name), body=options)
+
+    async def _patch(
+        self,
+        resource: ResourceLike,
+        name: str,
+        body: Any,
+        content_type: str,
+        namespace: str | None,
+        subresource: str | None,
+        params: dict[str, Any],
+    ) -> Obj:
+        return await self.request(
+            "PATCH",
+            resource_path(resource, namespace, name, subresource),
+            params=params,
+            body=body,
+            content_type=content_type,
+        )
+
+    async def patch_merge(
+        self,
+        resource: ResourceLike,
+        name: str,
+        patch: Obj,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """RFC 7386 JSON merge patch (`null` deletes a key; lists are replaced whole)."""
+        return await self._patch(
+            resource, name, patch, MERGE_PATCH, namespace, subresource, {"fieldManager": field_manager}
+        )
+
+    async def patch_strategic(
+        self,
+        resource: ResourceLike,
+        name: str,
+        patch: Obj,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """Strategic merge patch (built-in types only)."""
+        return await self._patch(
+            resource,
+            name,
+            patch,
+            STRATEGIC_MERGE_PATCH,
+            namespace,
+            subresource,
+            {"fieldManager": field_manager},
+        )
+
+    async def patch_json(
+        self,
+        resource: ResourceLike,
+        name: str,
+        operations: list[Obj],
+        namespace: str | None = None,
+        field_manager: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """RFC 6902 JSON patch: a list of {"op", "path", "value"}; a failed `test` op is 422 Invalid."""
+        return await self._patch(
+            resource, name, operations, JSON_PATCH, namespace, subresource, {"fieldManager": field_manager}
+        )
+
+    async def apply(
+        self,
+        resource: ResourceLike,
+        obj: Obj,
+        field_manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+    ) -> Obj:
+        """Server-side apply of `obj` (JSON is valid YAML) as `field_manager`; 409 Conflict unless forced."""
+        if not field_manager:
+            raise ValueError("server-side apply needs a field manager")
+        ns, name = object_namespace_name(resource, obj, None)
+        return await self._patch(
+            resource,
+            name,
+            obj,
+            APPLY_PATCH,
+            ns,
+            subresource,
+            {"fieldManager": field_manager, "force": "true" if force else None},
+        )
+
+    async def apply_status(
+        self, resource: ResourceLike, obj: Obj, field_manager: str, force: bool = False
+    ) -> Obj:
+        return await self.apply(resource, obj, field_manager, force=force, subresource="status")
+
+    async def patch_status_merge(
+        self,
+        resource: ResourceLike,
+        name: str,
+        patch: Obj,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+    ) -> Obj:
+        return await self.patch_merge(resource, name, patch, namespace, field_manager, subresource="status")
+
+    # -- watch -------------------------------------------------------------------------------
+
+    async def watch(
+        self,
+        resource: ResourceLike,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[tuple[str, Obj]]:
+        """(event_type, object) pairs until the server closes the stream.
+
+        Raises Gone on a 410 (HTTP or ERROR event), another ApiError on other ERROR events, and
+        ConnectionLost when the stream breaks. Close it (`aclosing`) when stopping early.
+        """
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        params = _clean_params(
+            {
+                "watch": "true",
+                "resourceVersion": resource_version,
+                "timeoutSeconds": timeout_seconds,
+                "allowWatchBookmarks": "true" if allow_bookmarks else None,
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+            }
+        )
+        headers = await self._headers(None)
+        # The server ends the stream after timeoutSeconds; a read stall well beyond that is a dead peer.
+        sock_read = timeout_seconds + 60 if timeout_seconds else None
+        client_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._connect_timeout, sock_read=sock_read
+        )
+        path = resource_path(resource, namespace)
+        parser = WatchStreamParser()
+        try:
+            async with self._get_session().get(
+                self.host + path,
+                params=params,
+                headers=headers,
+                timeout=client_timeout,
+                **self._request_kwargs(),
+            ) as resp:
+                if resp.status >= 400:
+                    raise error_from_status(_status_from_body(resp.status, await resp.read()), resp.status)
+                async for chunk in resp.content.iter_any():
+                    for event_type, obj in parser.feed(chunk):
+                        raise_for_watch_event(event_type, obj)
+                        yield event_type, obj
+                for event_type, obj in parser.close():
+                    raise_for_watch_event(event_type, obj)
+                    yield event_type, obj
+        except _TRANSPORT_ERRORS as exc:
+            raise ConnectionLost(f"watch {self.host}{path}: {type(exc).__name__}: {exc}") from exc
+
+
+_MAX_429_ATTEMPTS = 5
+
+
+def _retry_after_seconds(header: str | None) -> float:
+    """Retry-After in seconds (the apiserver sends integers), bounded to [0.1, 10]."""
+    try:
+        seconds = float(header) if header else 1.0
+    except ValueError:
+        seconds = 1.0
+    return min(max(seconds, 0.1), 10.0)
+
+
+def _clean_params(params: dict[str, Any] | None) -> dict[str, str] | None:
+    if not params:
+        return None
+    return {k: str(v) for k, v in params.items() if v is not None and v != ""}
+
+
+def _install_exec_refresh(loader: Any, configuration: k8s_client.Configuration) -> None:
+    """kubernetes_asyncio refreshes exec credentials only in a side task; we refresh per request."""
+    user = getattr(loader, "_user", None)
+    if configuration.refresh_api_key_hook is not None or not user or "exec" not in user:
+        return
+
+    async def refresh(cfg: k8s_client.Configuration) -> None:
+        # A credential without expirationTimestamp stays valid; otherwise re-run the plugin once it expires.
+        if not hasattr(loader, "exec_plugin_expiry"):
+            return
+        await loader.load_from_exec_plugin()
+        token = getattr(loader, "token", None)
+        if token:
+            cfg.api_key["BearerToken"] = token
+        for attr in ("cert_file", "key_file"):
+            value = loader.__dict__.get(attr)
+            if value:
+                setattr(cfg, attr, value)
+
+    hook: Callable[[k8s_client.Configuration], Any] = refresh
+    configuration.refresh_api_key_hook = hook

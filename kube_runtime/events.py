@@ -1,0 +1,225 @@
+"""events.k8s.io/v1 Events, deduplicated into series as client-go's events broadcaster does.
+
+Repeats of an event (same action, reason, reporting controller, regarding and related objects)
+within `series_window` of the last one bump `series.count` and `series.lastObservedTime` with a
+PATCH instead of creating a new Event. Recording never raises: API errors are logged and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient, NotFound
+from kube_runtime.clock import Clock
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+NORMAL, WARNING = api.EVENT_NORMAL, api.EVENT_WARNING
+REASON_ACTION_MAX = 128
+SERIES_WINDOW = 6 * 60.0  # client-go finishTime: a series ends after 6 minutes without a repeat
+_CACHE_LIMIT = 4096
+
+
+def object_reference(obj: Obj) -> Obj:
+    """A core/v1 ObjectReference for an object (or the reference itself if given one).
+
+    resourceVersion is left out so repeats against an updated object still join one series.
+    """
+    if "metadata" not in obj:
+        return {k: v for k, v in obj.items() if v not in (None, "")}
+    meta = obj["metadata"]
+    ref = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+    }
+    return {k: v for k, v in ref.items() if v}
+
+
+def truncate_note(text: str, limit: int = api.EVENT_MESSAGE_LIMIT_BYTES) -> str:
+    """Kueue's TruncateEventMessage: at most `limit` bytes, ending in " ..." when cut, never mid-character."""
+    encoded = text.encode()
+    if len(encoded) <= limit:
+        return text
+    keep = limit - len(api.TRUNCATION_SUFFIX.encode())
+    return encoded[:keep].decode("utf-8", "ignore") + api.TRUNCATION_SUFFIX
+
+
+def micro_time(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _ref_key(ref: Obj | None) -> tuple[str, ...]:
+    ref = ref or {}
+    return tuple(str(ref.get(k, "")) for k in ("apiVersion", "kind", "namespace", "name", "uid", "fieldPath"))
+
+
+@dataclass
+class _Series:
+    event: Obj  # the Event as last written (name, namespace, eventTime, ...)
+    count: int  # 1 = a single event so far; a series starts at 2
+    last_observed: dt.datetime
+    last_seen: float  # monotonic
+    written_count: int
+    last_write: float  # monotonic
+
+
+class EventRecorder:
+    """Writes events for one controller instance: `await recorder.event(obj, "Normal", reason, action)`."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        reporting_controller: str,
+        reporting_instance: str,
+        clock: Clock | None = None,
+        *,
+        series_window: float = SERIES_WINDOW,
+        min_patch_interval: float = 0.0,
+    ) -> None:
+        self.client = client
+        self.reporting_controller = reporting_controller[:REASON_ACTION_MAX]
+        self.reporting_instance = reporting_instance[:REASON_ACTION_MAX]
+        self._clock = clock or Clock()
+        self._series_window = series_window
+        self._min_patch_interval = min_patch_interval
+        self._cache: dict[tuple[Any, ...], _Series] = {}
+        self._lock = asyncio.Lock()
+        self.dropped = 0  # events the API refused or we could not send
+
+    async def normal(
+        self, regarding: Obj, reason: str, action: str, note: str = "", related: Obj | None = None
+    ) -> None:
+        await self.event(regarding, NORMAL, reason, action, note, related)
+
+    async def warning(
+        self, regarding: Obj, reason: str, action: str, note: str = "", related: Obj | None = None
+    ) -> None:
+        await self.event(regarding, WARNING, reason, action, note, related)
+
+    async def event(
+        self,
+        regarding: Obj,
+        type: str,
+        reason: str,
+        action: str,
+        note: str = "",
+        related: Obj | None = None,
+    ) -> None:
+        """Record an event about `regarding` (an object or an ObjectReference). Never raises."""
+        try:
+            async with self._lock:
+                await self._record(regarding, type, reason, action, note, related)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.dropped += 1
+            log.warning("dropping event", reason=reason, action=action, error=str(exc) or type(exc).__name__)
+
+    async def flush(self) -> None:
+        """Write series counts held back by `min_patch_interval` (call on shutdown). Never raises."""
+        async with self._lock:
+            for series in list(self._cache.values()):
+                if series.count != series.written_count:
+                    try:
+                        await self._write_series(series)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        self.dropped += 1
+                        log.warning("dropping event series update", error=str(exc) or type(exc).__name__)
+
+    async def _record(
+        self, regarding: Obj, type: str, reason: str, action: str, note: str, related: Obj | None
+    ) -> None:
+        if type not in (NORMAL, WARNING):
+            raise ValueError(f"event type must be Normal or Warning, not {type!r}")
+        regarding_ref = object_reference(regarding)
+        related_ref = object_reference(related) if related else None
+        reason, action = reason[:REASON_ACTION_MAX], action[:REASON_ACTION_MAX]
+        key = (action, reason, self.reporting_controller, _ref_key(regarding_ref), _ref_key(related_ref))
+        now_mono, now = self._clock.monotonic(), self._clock.now()
+        await self._expire(now_mono)
+        series = self._cache.get(key)
+        if series is not None:
+            series.count = max(series.count + 1, 2)
+            series.last_observed = now
+            series.last_seen = now_mono
+            if now_mono - series.last_write >= self._min_patch_interval:
+                await self._write_series(series)
+            return
+        event = self._new_event(regarding_ref, related_ref, type, reason, action, note, now)
+        created = await self.client.create(api.EVENT, event)
+        self._cache[key] = _Series(created, 1, now, now_mono, 1, now_mono)
+
+    def _new_event(
+        self,
+        regarding: Obj,
+        related: Obj | None,
+        type: str,
+        reason: str,
+        action: str,
+        note: str,
+        now: dt.datetime,
+    ) -> Obj:
+        name_prefix = (regarding.get("name") or "event")[: 253 - 17]
+        timestamp_ns = int(now.timestamp() * 1_000_000) * 1000
+        event: Obj = {
+            "apiVersion": api.EVENT.api_version,
+            "kind": api.EVENT.kind,
+            "metadata": {
+                "name": f"{name_prefix}.{timestamp_ns:x}",
+                "namespace": regarding.get("namespace") or "default",
+            },
+            "eventTime": micro_time(now),
+            "reportingController": self.reporting_controller,
+            "reportingInstance": self.reporting_instance,
+            "action": action,
+            "reason": reason,
+            "regarding": regarding,
+            "note": truncate_note(note),
+            "type": type,
+        }
+        if related:
+            event["related"] = related
+        return event
+
+    async def _write_series(self, series: _Series) -> None:
+        meta = series.event["metadata"]
+        patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_observed)}}
+        try:
+            series.event = await self.client.patch_merge(api.EVENT, meta["name"], patch, meta["namespace"])
+        except NotFound:
+            # The Event expired (TTL) or was deleted: recreate it, with the series, as client-go does.
+            recreated = {k: v for k, v in series.event.items() if k != "metadata"}
+            recreated["metadata"] = {"name": meta["name"], "namespace": meta["namespace"]}
+            recreated.update(patch)
+            series.event = await self.client.create(api.EVENT, recreated)
+        series.written_count = series.count
+        series.last_write = self._clock.monotonic()
+
+    async def _expire(self, now_mono: float) -> None:
+        """Forget series idle for longer than the window, writing a final count first if one is held back."""
+        stale = [k for k, s in self._cache.items() if now_mono - s.last_seen > self._series_window]
+        while len(self._cache) - len(stale) >= _CACHE_LIMIT:  # oldest first: dicts keep insertion order
+            stale.append(next(k for k in self._cache if k not in stale))
+        for key in stale:
+            series = self._cache.pop(key)
+            if series.count != series.written_count:
+                try:
+                    await self._write_series(series)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.dropped += 1
+                    log.warning("dropping event series update", error=str(exc) or type(exc).__name__)

@@ -76,7 +76,9 @@ from cryptography.x509.oid import NameOID  # noqa: E402
 
 PROJECT = "kueue-federation"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / PROJECT
-DEFAULT_RUN_DIR = Path("/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()) / f"{PROJECT}-fleet"
+DEFAULT_RUN_DIR = (
+    Path("/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()) / f"{PROJECT}-fleet"
+)
 MIN_GO = (1, 26)
 MANAGER = "manager"
 # Identity the federation manager uses on each worker (client-certificate user, bound by RBAC).
@@ -146,7 +148,7 @@ class Binaries:
         return self.lws_dir / "webhooks.yaml"
 
     def all_present(self) -> bool:
-        needed = [self.path(n) for n in K8S_COMMANDS + ["etcd", "kwok", "lws-manager"]]
+        needed = [self.path(n) for n in [*K8S_COMMANDS, "etcd", "kwok", "lws-manager"]]
         return (
             all(p.is_file() for p in needed)
             and len(self.kwok_stages) >= 5
@@ -200,7 +202,7 @@ class Builder:
         )
         if out.returncode != 0:
             raise FleetError(f"`go env` failed: {out.stderr.strip()}")
-        goversion, goproxy, gomodcache = (out.stdout.splitlines() + ["", "", ""])[:3]
+        goversion, goproxy, gomodcache = ([*out.stdout.splitlines(), "", "", ""])[:3]
         parts = goversion.removeprefix("go").split(".")
         try:
             have = (int(parts[0]), int(parts[1]))
@@ -223,7 +225,9 @@ class Builder:
         log(f"[{self.elapsed()}] {step} ...")
         t0 = time.monotonic()
         with log_file.open("w") as out:
-            proc = subprocess.Popen(args, cwd=cwd, env=env or self.env, stdout=subprocess.PIPE, stderr=out, text=True)
+            proc = subprocess.Popen(
+                args, cwd=cwd, env=env or self.env, stdout=subprocess.PIPE, stderr=out, text=True
+            )
             done = threading.Event()
 
             def heartbeat() -> None:
@@ -237,7 +241,7 @@ class Builder:
             tail = "\n".join(log_file.read_text().splitlines()[-25:])
             hint = ""
             if "proxy" in tail or "403" in tail or "dial tcp" in tail or "no such host" in tail:
-                hint = "\nThe Go module proxy could not be reached or refused a module; check GOPROXY and network."
+                hint = "\nThe Go module proxy was unreachable or refused a module: check GOPROXY."
             raise FleetError(f"{step} failed (exit {proc.returncode}); log: {log_file}\n{tail}{hint}")
         log(f"[{self.elapsed()}] {step} done in {fmt_duration(time.monotonic() - t0)}")
         return stdout
@@ -272,7 +276,9 @@ class Builder:
         wrapper = CACHE / "build" / f"kubernetes-v{version}"
         wrapper.mkdir(parents=True, exist_ok=True)
         if not (wrapper / "go.mod").exists():
-            self.run("init wrapper module", ["go", "mod", "init", "local.build/kubernetes-binaries"], cwd=wrapper)
+            self.run(
+                "init wrapper module", ["go", "mod", "init", "local.build/kubernetes-binaries"], cwd=wrapper
+            )
             info = json.loads(
                 self.run(
                     f"download k8s.io/kubernetes v{version}",
@@ -292,7 +298,11 @@ class Builder:
                 if line.startswith("godebug default="):
                     edits.append(f"-godebug={line.split()[1]}")
             self.run("write replace directives", ["go", "mod", "edit", *edits], cwd=wrapper)
-            self.run(f"resolve k8s.io/kubernetes v{version}", ["go", "get", f"k8s.io/kubernetes@v{version}"], cwd=wrapper)
+            self.run(
+                f"resolve k8s.io/kubernetes v{version}",
+                ["go", "get", f"k8s.io/kubernetes@v{version}"],
+                cwd=wrapper,
+            )
         major, minor = version.split(".")[:2]
         ldflags = ["-s", "-w"]
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -310,26 +320,48 @@ class Builder:
                 continue
             self.run(
                 f"build {cmd}",
-                ["go", "build", "-trimpath", "-tags", "selinux,notest,grpcnotrace",
-                 "-ldflags", " ".join(ldflags), "-o", str(staging_dir / cmd), f"k8s.io/kubernetes/cmd/{cmd}"],
+                [
+                    "go",
+                    "build",
+                    "-trimpath",
+                    "-tags",
+                    "selinux,notest,grpcnotrace",
+                    "-ldflags",
+                    " ".join(ldflags),
+                    "-o",
+                    str(staging_dir / cmd),
+                    f"k8s.io/kubernetes/cmd/{cmd}",
+                ],
                 cwd=wrapper,
             )
         if not (staging_dir / "etcd").is_file():
             # etcd from the same module graph, so its version matches what Kubernetes is tested with.
             self.run(
                 "build etcd",
-                ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(staging_dir / "etcd"),
-                 "go.etcd.io/etcd/server/v3"],
+                [
+                    "go",
+                    "build",
+                    "-trimpath",
+                    "-ldflags",
+                    "-s -w",
+                    "-o",
+                    str(staging_dir / "etcd"),
+                    "go.etcd.io/etcd/server/v3",
+                ],
                 cwd=wrapper,
             )
-        out = subprocess.run([str(staging_dir / "kube-apiserver"), "--version"], capture_output=True, text=True)
+        out = subprocess.run(
+            [str(staging_dir / "kube-apiserver"), "--version"], capture_output=True, text=True
+        )
         if f"v{version}" not in out.stdout:
             raise FleetError(f"built kube-apiserver reports {out.stdout.strip()!r}, expected v{version}")
         if self.bins.k8s_dir.exists():
             shutil.rmtree(self.bins.k8s_dir)
         staging_dir.rename(self.bins.k8s_dir)
 
-    def go_build_module(self, step: str, module: str, version: str, package: str, ldflags: str, out: Path) -> None:
+    def go_build_module(
+        self, step: str, module: str, version: str, package: str, ldflags: str, out: Path
+    ) -> None:
         """Build one package of a released module in a wrapper module that requires exactly that version.
 
         Not `go install pkg@version`: that also asks the proxy for the module's version list (to print
@@ -339,9 +371,15 @@ class Builder:
         wrapper.mkdir(parents=True, exist_ok=True)
         if not (wrapper / "go.mod").exists():
             self.run(f"init {module} wrapper", ["go", "mod", "init", "local.build/wrapper"], cwd=wrapper)
-            self.run(f"require {module} {version}", ["go", "mod", "edit", f"-require={module}@{version}"], cwd=wrapper)
+            self.run(
+                f"require {module} {version}",
+                ["go", "mod", "edit", f"-require={module}@{version}"],
+                cwd=wrapper,
+            )
         partial = out.with_name(out.name + ".partial")
-        self.run(step, ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), package], cwd=wrapper)
+        self.run(
+            step, ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), package], cwd=wrapper
+        )
         partial.rename(out)
 
     def build_kwok(self) -> None:
@@ -349,8 +387,14 @@ class Builder:
         d = self.bins.kwok_dir
         d.mkdir(parents=True, exist_ok=True)
         if not (d / "kwok").is_file():
-            self.go_build_module(f"build kwok {version}", "sigs.k8s.io/kwok", version, "sigs.k8s.io/kwok/cmd/kwok",
-                                 f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}", d / "kwok")
+            self.go_build_module(
+                f"build kwok {version}",
+                "sigs.k8s.io/kwok",
+                version,
+                "sigs.k8s.io/kwok/cmd/kwok",
+                f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version}",
+                d / "kwok",
+            )
         src = self.module_dir(f"sigs.k8s.io/kwok@{version}")
         (d / "stages").mkdir(exist_ok=True)
         for rel in KWOK_STAGE_FILES:
@@ -361,8 +405,14 @@ class Builder:
         d = self.bins.lws_dir
         d.mkdir(parents=True, exist_ok=True)
         if not (d / "lws-manager").is_file():
-            self.go_build_module(f"build lws-manager {version}", "sigs.k8s.io/lws", version, "sigs.k8s.io/lws/cmd",
-                                 f"-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion={version}", d / "lws-manager")
+            self.go_build_module(
+                f"build lws-manager {version}",
+                "sigs.k8s.io/lws",
+                version,
+                "sigs.k8s.io/lws/cmd",
+                f"-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion={version}",
+                d / "lws-manager",
+            )
         src = self.module_dir(f"sigs.k8s.io/lws@{version}")
         (d / "crds").mkdir(exist_ok=True)
         for crd in sorted((src / "config" / "crd" / "bases").glob("*.yaml")):
@@ -381,8 +431,9 @@ def fmt_duration(seconds: float) -> str:
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 class CertificateAuthority:
@@ -399,10 +450,20 @@ class CertificateAuthority:
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=365))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(self.key, hashes.SHA256())
         )
 
@@ -410,7 +471,9 @@ class CertificateAuthority:
     def cert_pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, organizations: Iterable[str] = (), server: bool = False) -> tuple[bytes, bytes]:
+    def issue(
+        self, common_name: str, organizations: Iterable[str] = (), server: bool = False
+    ) -> tuple[bytes, bytes]:
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
         attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
@@ -429,13 +492,15 @@ class CertificateAuthority:
             import ipaddress
 
             builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                             x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                x509.SubjectAlternativeName(
+                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                ),
                 critical=False,
             ).add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         else:
             builder = builder.add_extension(
-                x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+                x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+            )
         cert = builder.sign(self.key, hashes.SHA256())
         return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
 
@@ -456,8 +521,15 @@ def kubeconfig(cluster: str, server: str, ca_pem: bytes, cert_pem: bytes, key_pe
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
-        "users": [{"name": user, "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}}],
+        "clusters": [
+            {"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
+            }
+        ],
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
         "current-context": cluster,
     }
@@ -535,11 +607,23 @@ class State:
         log_path = self.run_dir / cluster / f"{component}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, env={**os.environ, **(env or {})},
-                                    cwd=self.run_dir / cluster)
-        record = {"cluster": cluster, "component": component, "pid": proc.pid, "pgid": proc.pid,
-                  "cmd": cmd, "log": str(log_path)}
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+                cwd=self.run_dir / cluster,
+            )
+        record = {
+            "cluster": cluster,
+            "component": component,
+            "pid": proc.pid,
+            "pgid": proc.pid,
+            "cmd": cmd,
+            "log": str(log_path),
+        }
         self.data["processes"].append(record)
         self.save()
         return record
@@ -571,8 +655,9 @@ def stop_processes(processes: list[dict], timeout: float = 10.0) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.25,
-             procs: Iterable[dict] = ()) -> None:
+def wait_for(
+    what: str, check: Callable[[], bool], timeout: float, interval: float = 0.25, procs: Iterable[dict] = ()
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         if check():
@@ -580,8 +665,10 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: flo
         for p in procs:
             if not pid_alive(p["pid"]):
                 tail = "\n".join(Path(p["log"]).read_text(errors="replace").splitlines()[-15:])
-                raise FleetError(f"{p['cluster']}/{p['component']} exited while waiting for {what}; "
-                                 f"log {p['log']}:\n{tail}")
+                raise FleetError(
+                    f"{p['cluster']}/{p['component']} exited while waiting for {what}; "
+                    f"log {p['log']}:\n{tail}"
+                )
         if time.monotonic() > deadline:
             raise FleetError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
@@ -622,17 +709,25 @@ class Kubectl:
         self.binary = binary
         self.kubeconfig = kubeconfig_path
 
-    def __call__(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
-                 ) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([str(self.binary), "--kubeconfig", self.kubeconfig, *args], input=input,
-                             capture_output=True, text=True, timeout=timeout)
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(
+            [str(self.binary), "--kubeconfig", self.kubeconfig, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and res.returncode != 0:
             raise FleetError(f"kubectl {' '.join(args)} failed: {res.stderr.strip()}")
         return res
 
     def apply(self, docs: list[dict] | str) -> None:
         text = docs if isinstance(docs, str) else yaml.safe_dump_all(docs)
-        self("apply", "--server-side", "--force-conflicts", "--field-manager=localfleet", "-f", "-", input=text)
+        self(
+            "apply", "--server-side", "--force-conflicts", "--field-manager=localfleet", "-f", "-", input=text
+        )
 
     def get_json(self, *args: str) -> dict:
         return json.loads(self("get", *args, "-o", "json").stdout)
@@ -673,7 +768,8 @@ class FleetUp:
         self.state = State(opts.run_dir)
         self.t0 = time.monotonic()
         self.clusters = [ClusterPlan(MANAGER, "manager", opts.run_dir / MANAGER)] + [
-            ClusterPlan(f"worker{i}", "worker", opts.run_dir / f"worker{i}") for i in range(1, opts.workers + 1)
+            ClusterPlan(f"worker{i}", "worker", opts.run_dir / f"worker{i}")
+            for i in range(1, opts.workers + 1)
         ]
 
     def step(self, msg: str) -> None:
@@ -683,7 +779,9 @@ class FleetUp:
         return Kubectl(self.bins.path("kubectl"), str(c.dir / "admin.kubeconfig"))
 
     def procs(self, cluster: str, component: str) -> list[dict]:
-        return [p for p in self.state.data["processes"] if p["cluster"] == cluster and p["component"] == component]
+        return [
+            p for p in self.state.data["processes"] if p["cluster"] == cluster and p["component"] == component
+        ]
 
     def run(self) -> None:
         self.opts.run_dir.mkdir(parents=True, exist_ok=True)
@@ -720,14 +818,21 @@ class FleetUp:
             # Service-account signing key pair: the apiserver verifies with the public half.
             sa = ec.generate_private_key(ec.SECP256R1())
             write_file(c.dir / "pki" / "sa.key", _pem_key(sa))
-            write_file(c.dir / "pki" / "sa.pub", sa.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644)
+            write_file(
+                c.dir / "pki" / "sa.pub",
+                sa.public_key().public_bytes(
+                    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+                ),
+                0o644,
+            )
             crt, key = self.ca.issue("admin", organizations=["system:masters"])
             write_file(c.dir / "pki" / "admin.crt", crt, 0o644)
             write_file(c.dir / "pki" / "admin.key", key)
             server = f"https://127.0.0.1:{c.ports['apiserver']}"
-            write_file(c.dir / "admin.kubeconfig",
-                       yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, f"{c.name}-admin")))
+            write_file(
+                c.dir / "admin.kubeconfig",
+                yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, f"{c.name}-admin")),
+            )
             if c.is_worker:
                 crt, key = self.ca.issue("lws-webhook", server=True)
                 write_file(c.dir / "lws-certs" / "tls.crt", crt, 0o644)
@@ -759,107 +864,143 @@ class FleetUp:
         self.step("starting etcd")
         for c in self.clusters:
             p = c.ports
-            self.state.start(c.name, "etcd", [
-                str(self.bins.path("etcd")),
-                f"--name={c.name}",
-                f"--data-dir={c.dir / 'etcd-data'}",
-                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-cluster={c.name}=http://127.0.0.1:{p['etcd-peer']}",
-                "--unsafe-no-fsync=true",
-                "--quota-backend-bytes=8589934592",
-                "--log-level=warn",
-            ])
+            self.state.start(
+                c.name,
+                "etcd",
+                [
+                    str(self.bins.path("etcd")),
+                    f"--name={c.name}",
+                    f"--data-dir={c.dir / 'etcd-data'}",
+                    f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+                    f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+                    f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                    f"--initial-cluster={c.name}=http://127.0.0.1:{p['etcd-peer']}",
+                    "--unsafe-no-fsync=true",
+                    "--quota-backend-bytes=8589934592",
+                    "--log-level=warn",
+                ],
+            )
         for c in self.clusters:
-            wait_for(f"{c.name} etcd", lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['etcd']}/health"), 60,
-                     procs=self.procs(c.name, "etcd"))
+            wait_for(
+                f"{c.name} etcd",
+                lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['etcd']}/health"),
+                60,
+                procs=self.procs(c.name, "etcd"),
+            )
 
     def start_apiservers(self) -> None:
         self.step("starting kube-apiservers")
         for c in self.clusters:
             p, pki = c.ports, c.dir / "pki"
-            self.state.start(c.name, "kube-apiserver", [
-                str(self.bins.path("kube-apiserver")),
-                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={p['apiserver']}",
-                f"--cert-dir={pki}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={self.ca_file}",
-                "--authorization-mode=RBAC",
-                # No ServiceAccount admission: pods must not race the creation of a namespace's default SA.
-                "--disable-admission-plugins=ServiceAccount",
-                "--service-cluster-ip-range=10.96.0.0/16",
-                "--allow-privileged=true",
-                f"--service-account-issuer=https://127.0.0.1:{p['apiserver']}/",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--endpoint-reconciler-type=none",
-                "--enable-priority-and-fairness=false",
-                "--max-requests-inflight=0",
-                "--max-mutating-requests-inflight=0",
-                "--profiling=false",
-                # ConfigMaps bypass the watch cache, so compacting etcd makes a stale watch get 410 Gone
-                # deterministically (tests of informer re-list use ConfigMaps).
-                "--watch-cache-sizes=configmaps#0",
-                "--v=1",
-            ])
+            self.state.start(
+                c.name,
+                "kube-apiserver",
+                [
+                    str(self.bins.path("kube-apiserver")),
+                    f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={p['apiserver']}",
+                    f"--cert-dir={pki}",
+                    f"--tls-cert-file={pki / 'apiserver.crt'}",
+                    f"--tls-private-key-file={pki / 'apiserver.key'}",
+                    f"--client-ca-file={self.ca_file}",
+                    "--authorization-mode=RBAC",
+                    # No ServiceAccount admission: pods must not race the creation of each namespace's SA.
+                    "--disable-admission-plugins=ServiceAccount",
+                    "--service-cluster-ip-range=10.96.0.0/16",
+                    "--allow-privileged=true",
+                    f"--service-account-issuer=https://127.0.0.1:{p['apiserver']}/",
+                    f"--service-account-key-file={pki / 'sa.pub'}",
+                    f"--service-account-signing-key-file={pki / 'sa.key'}",
+                    "--endpoint-reconciler-type=none",
+                    "--enable-priority-and-fairness=false",
+                    "--max-requests-inflight=0",
+                    "--max-mutating-requests-inflight=0",
+                    "--profiling=false",
+                    # ConfigMaps bypass the watch cache, so compacting etcd makes a stale watch get 410 Gone
+                    # deterministically (tests of informer re-list use ConfigMaps).
+                    "--watch-cache-sizes=configmaps#0",
+                    "--v=1",
+                ],
+            )
         for c in self.clusters:
             pki = c.dir / "pki"
-            wait_for(f"{c.name} kube-apiserver /readyz",
-                     lambda c=c, pki=pki: https_ok(f"https://127.0.0.1:{c.ports['apiserver']}/readyz",
-                                                   self.ca_file, pki / "admin.crt", pki / "admin.key"),
-                     180, interval=0.5, procs=self.procs(c.name, "kube-apiserver"))
+            wait_for(
+                f"{c.name} kube-apiserver /readyz",
+                lambda c=c, pki=pki: https_ok(
+                    f"https://127.0.0.1:{c.ports['apiserver']}/readyz",
+                    self.ca_file,
+                    pki / "admin.crt",
+                    pki / "admin.key",
+                ),
+                180,
+                interval=0.5,
+                procs=self.procs(c.name, "kube-apiserver"),
+            )
 
     def start_controllers(self) -> None:
         self.step("starting kube-controller-manager, kube-scheduler and kwok")
         for c in self.clusters:
             admin, pki = str(c.dir / "admin.kubeconfig"), c.dir / "pki"
-            self.state.start(c.name, "kube-controller-manager", [
-                str(self.bins.path("kube-controller-manager")),
-                f"--kubeconfig={admin}",
-                "--leader-elect=false",
-                "--secure-port=0",
-                f"--root-ca-file={self.ca_file}",
-                f"--service-account-private-key-file={pki / 'sa.key'}",
-                "--use-service-account-credentials=false",
-                "--kube-api-qps=1000",
-                "--kube-api-burst=1000",
-                "--v=1",
-            ])
+            self.state.start(
+                c.name,
+                "kube-controller-manager",
+                [
+                    str(self.bins.path("kube-controller-manager")),
+                    f"--kubeconfig={admin}",
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    f"--root-ca-file={self.ca_file}",
+                    f"--service-account-private-key-file={pki / 'sa.key'}",
+                    "--use-service-account-credentials=false",
+                    "--kube-api-qps=1000",
+                    "--kube-api-burst=1000",
+                    "--v=1",
+                ],
+            )
             if not c.is_worker:
                 continue
-            self.state.start(c.name, "kube-scheduler", [
-                str(self.bins.path("kube-scheduler")),
-                f"--kubeconfig={admin}",
-                "--leader-elect=false",
-                "--secure-port=0",
-                "--kube-api-qps=1000",
-                "--kube-api-burst=1000",
-                "--v=1",
-            ])
-            self.state.start(c.name, "kwok", [
-                str(self.bins.path("kwok")),
-                f"--kubeconfig={admin}",
-                *[f"--config={s}" for s in self.bins.kwok_stages],
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                "--node-ip=127.0.0.1",
-                f"--server-address=127.0.0.1:{c.ports['kwok']}",
-                "--node-lease-duration-seconds=40",
-                "--cidr=10.244.0.0/16",
-            ])
+            self.state.start(
+                c.name,
+                "kube-scheduler",
+                [
+                    str(self.bins.path("kube-scheduler")),
+                    f"--kubeconfig={admin}",
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    "--kube-api-qps=1000",
+                    "--kube-api-burst=1000",
+                    "--v=1",
+                ],
+            )
+            self.state.start(
+                c.name,
+                "kwok",
+                [
+                    str(self.bins.path("kwok")),
+                    f"--kubeconfig={admin}",
+                    *[f"--config={s}" for s in self.bins.kwok_stages],
+                    "--manage-all-nodes=false",
+                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                    "--node-ip=127.0.0.1",
+                    f"--server-address=127.0.0.1:{c.ports['kwok']}",
+                    "--node-lease-duration-seconds=40",
+                    "--cidr=10.244.0.0/16",
+                ],
+            )
 
     def install_crds(self) -> None:
         self.step("installing LeaderWorkerSet and Kueue CRDs")
         crd_files = [*self.bins.lws_crds, *sorted(OUR_CRDS.glob("*.yaml"))]
         docs = []
         for f in crd_files:
-            docs += [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
+            docs += [
+                d
+                for d in yaml.safe_load_all(f.read_text())
+                if d and d.get("kind") == "CustomResourceDefinition"
+            ]
         names = [d["metadata"]["name"] for d in docs]
         text = yaml.safe_dump_all(docs)
         threads = []
@@ -871,7 +1012,7 @@ class FleetUp:
                 kubectl.apply(text)
                 kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
                 kubectl("create", "namespace", "kueue-system", check=False)
-            except Exception as e:  # noqa: BLE001 - collected and re-raised below
+            except Exception as e:
                 errors.append(e)
 
         for c in self.clusters:
@@ -887,31 +1028,60 @@ class FleetUp:
         workers = [c for c in self.clusters if c.is_worker]
         if not workers:
             return
-        self.step(f"creating {self.opts.nodes} fake nodes per worker "
-                  f"({self.opts.node_cpu} CPU / {self.opts.node_memory} each)")
+        self.step(
+            f"creating {self.opts.nodes} fake nodes per worker "
+            f"({self.opts.node_cpu} CPU / {self.opts.node_memory} each)"
+        )
         for c in workers:
             nodes = []
             for i in range(self.opts.nodes):
                 name = f"{c.name}-node-{i}"
-                capacity = {"cpu": self.opts.node_cpu, "memory": self.opts.node_memory, "pods": self.opts.node_pods}
-                nodes.append({
-                    "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": name,
-                                 "annotations": {"kwok.x-k8s.io/node": "fake",
-                                                 "node.alpha.kubernetes.io/ttl": "0"},
-                                 "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                            "kubernetes.io/arch": "amd64", "type": "kwok"}},
-                    "status": {"capacity": capacity, "allocatable": capacity},
-                })
+                capacity = {
+                    "cpu": self.opts.node_cpu,
+                    "memory": self.opts.node_memory,
+                    "pods": self.opts.node_pods,
+                }
+                nodes.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {
+                            "name": name,
+                            "annotations": {
+                                "kwok.x-k8s.io/node": "fake",
+                                "node.alpha.kubernetes.io/ttl": "0",
+                            },
+                            "labels": {
+                                "kubernetes.io/hostname": name,
+                                "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64",
+                                "type": "kwok",
+                            },
+                        },
+                        "status": {"capacity": capacity, "allocatable": capacity},
+                    }
+                )
             # Status fields are dropped on create, so create first, then let kwok fill status;
             # capacity must be set through the status subresource.
             self.kubectl(c).apply(nodes)
             for n in nodes:
-                self.kubectl(c)("patch", "node", n["metadata"]["name"], "--subresource=status", "--type=merge",
-                                "-p", json.dumps({"status": n["status"]}))
+                self.kubectl(c)(
+                    "patch",
+                    "node",
+                    n["metadata"]["name"],
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    json.dumps({"status": n["status"]}),
+                )
         for c in workers:
-            wait_for(f"{c.name} nodes Ready", lambda c=c: self.ready_nodes(c) >= self.opts.nodes, 90, interval=1,
-                     procs=self.procs(c.name, "kwok"))
+            wait_for(
+                f"{c.name} nodes Ready",
+                lambda c=c: self.ready_nodes(c) >= self.opts.nodes,
+                90,
+                interval=1,
+                procs=self.procs(c.name, "kwok"),
+            )
 
     def ready_nodes(self, c: ClusterPlan) -> int:
         res = self.kubectl(c)("get", "nodes", "-o", "json", check=False)
@@ -936,17 +1106,28 @@ class FleetUp:
                 "kind": "Configuration",
                 "leaderElection": {"leaderElect": False},
                 "internalCertManagement": {"enable": False},
-                "webhook": {"port": c.ports["lws-webhook"], "host": "127.0.0.1", "certDir": str(c.dir / "lws-certs")},
+                "webhook": {
+                    "port": c.ports["lws-webhook"],
+                    "host": "127.0.0.1",
+                    "certDir": str(c.dir / "lws-certs"),
+                },
                 "metrics": {"bindAddress": "0"},
                 "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['lws-health']}"},
             }
             cfg = write_file(c.dir / "lws-config.yaml", yaml.safe_dump(config), 0o644)
-            self.state.start(c.name, "lws-manager",
-                             [str(self.bins.path("lws-manager")), f"--config={cfg}", "--zap-log-level=info"],
-                             env={"KUBECONFIG": str(c.dir / "admin.kubeconfig")})
+            self.state.start(
+                c.name,
+                "lws-manager",
+                [str(self.bins.path("lws-manager")), f"--config={cfg}", "--zap-log-level=info"],
+                env={"KUBECONFIG": str(c.dir / "admin.kubeconfig")},
+            )
         for c in workers:
-            wait_for(f"{c.name} LWS webhook TLS port", lambda c=c: tls_port_open(c.ports["lws-webhook"]), 60,
-                     procs=self.procs(c.name, "lws-manager"))
+            wait_for(
+                f"{c.name} LWS webhook TLS port",
+                lambda c=c: tls_port_open(c.ports["lws-webhook"]),
+                60,
+                procs=self.procs(c.name, "lws-manager"),
+            )
             self.kubectl(c).apply(self.lws_webhook_configs(c))
 
     def lws_webhook_configs(self, c: ClusterPlan) -> list[dict]:
@@ -956,12 +1137,17 @@ class FleetUp:
             doc["metadata"]["name"] = "lws-" + doc["metadata"]["name"]
             for hook in doc["webhooks"]:
                 path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{c.ports['lws-webhook']}{path}",
-                                        "caBundle": b64(self.ca.cert_pem)}
+                hook["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{c.ports['lws-webhook']}{path}",
+                    "caBundle": b64(self.ca.cert_pem),
+                }
                 # LWS's kustomize overlay limits its pod webhooks to pods that belong to an LWS.
                 if any("pods" in r.get("resources", []) for r in hook.get("rules", [])):
-                    hook["objectSelector"] = {"matchExpressions": [
-                        {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
+                    hook["objectSelector"] = {
+                        "matchExpressions": [
+                            {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}
+                        ]
+                    }
         return docs
 
     # -- the manager's identity on workers ------------------------------------------------------
@@ -973,16 +1159,25 @@ class FleetUp:
         role_name = next(d["metadata"]["name"] for d in role_docs if d["kind"] == "ClusterRole")
         for c in workers:
             binding = {
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
                 "metadata": {"name": role_name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": MULTIKUEUE_USER}],
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": role_name,
+                },
+                "subjects": [
+                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": MULTIKUEUE_USER}
+                ],
             }
             self.kubectl(c).apply([*role_docs, binding])
             crt, key = self.ca.issue(MULTIKUEUE_USER)
             server = self.state.cluster(c.name)["server"]
-            path = write_file(c.dir / "multikueue.kubeconfig",
-                              yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, MULTIKUEUE_USER)))
+            path = write_file(
+                c.dir / "multikueue.kubeconfig",
+                yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, MULTIKUEUE_USER)),
+            )
             self.state.cluster(c.name)["multikueueKubeconfig"] = str(path)
         self.state.save()
 
@@ -995,21 +1190,43 @@ class FleetUp:
         self.step(f"smoke check: an LWS (replicas 1, size 2) on {worker.name} must become ready")
         kubectl = self.kubectl(worker)
         lws = {
-            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
             "metadata": {"name": "localfleet-smoke", "namespace": "default"},
-            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
-                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": "100m"}}}]}}}},
+            "spec": {
+                "replicas": 1,
+                "leaderWorkerTemplate": {
+                    "size": 2,
+                    "workerTemplate": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": "100m"}},
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
         }
         kubectl("apply", "-f", "-", input=json.dumps(lws))
 
         def ready() -> bool:
-            res = kubectl("get", "lws", "localfleet-smoke", "-o", "jsonpath={.status.readyReplicas}", check=False)
+            res = kubectl(
+                "get", "lws", "localfleet-smoke", "-o", "jsonpath={.status.readyReplicas}", check=False
+            )
             return res.stdout.strip() == "1"
 
         try:
-            wait_for("the smoke LWS to reach readyReplicas=1", ready, 120, interval=1,
-                     procs=[p for p in self.state.data["processes"] if p["cluster"] == worker.name])
+            wait_for(
+                "the smoke LWS to reach readyReplicas=1",
+                ready,
+                120,
+                interval=1,
+                procs=[p for p in self.state.data["processes"] if p["cluster"] == worker.name],
+            )
         except FleetError as e:
             pods = kubectl("get", "pods", "-o", "wide", check=False).stdout
             raise FleetError(f"{e}\npods on {worker.name}:\n{pods}") from e
@@ -1032,9 +1249,15 @@ def cmd_build(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> None:
     bins = Binaries(read_versions())
-    opts = FleetOptions(workers=args.workers, nodes=args.nodes, node_cpu=args.node_cpu,
-                        node_memory=args.node_memory, node_pods=args.node_pods, smoke=not args.no_smoke,
-                        run_dir=Path(args.dir))
+    opts = FleetOptions(
+        workers=args.workers,
+        nodes=args.nodes,
+        node_cpu=args.node_cpu,
+        node_memory=args.node_memory,
+        node_pods=args.node_pods,
+        smoke=not args.no_smoke,
+        run_dir=Path(args.dir),
+    )
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
         log(f"a fleet is already up in {opts.run_dir}; `down` first to start a new one")
@@ -1088,7 +1311,7 @@ def cmd_env(args: argparse.Namespace) -> None:
     bins = Binaries(state.data.get("versions") or read_versions())
     lines = []
     worker_index = 0
-    for name, c in state.data["clusters"].items():
+    for _name, c in state.data["clusters"].items():
         if c["role"] == "manager":
             lines.append(f"export KUBECONFIG_MANAGER={c['kubeconfig']}")
         else:
@@ -1115,8 +1338,10 @@ def cmd_status(args: argparse.Namespace) -> None:
         ready = ca.exists() and https_ok(f"{c['server']}/readyz", ca, pki / "admin.crt", pki / "admin.key")
         procs = [p for p in state.data["processes"] if p["cluster"] == name]
         total = sum(rss_mib(p["pid"]) for p in procs if pid_is_ours(p))
-        print(f"  {name} ({c['role']}) {c['server']} apiserver {'ready' if ready else 'NOT ready'}, "
-              f"RSS {total:.0f} MiB")
+        print(
+            f"  {name} ({c['role']}) {c['server']} apiserver {'ready' if ready else 'NOT ready'}, "
+            f"RSS {total:.0f} MiB"
+        )
         for p in procs:
             alive = pid_is_ours(p)
             rss = f"{rss_mib(p['pid']):.0f} MiB" if alive else "-"
@@ -1124,10 +1349,14 @@ def cmd_status(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="localfleet", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", default=os.environ.get("LOCALFLEET_DIR", str(DEFAULT_RUN_DIR)),
-                        help=f"run directory (default {DEFAULT_RUN_DIR}, or $LOCALFLEET_DIR)")
+    parser = argparse.ArgumentParser(
+        prog="localfleet", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dir",
+        default=os.environ.get("LOCALFLEET_DIR", str(DEFAULT_RUN_DIR)),
+        help=f"run directory (default {DEFAULT_RUN_DIR}, or $LOCALFLEET_DIR)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build or reuse the cached binaries")
     b.add_argument("--force", action="store_true", help="rebuild even if cached")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kube_runtime.client import KubeClient, ResourceLike, api_version
+from kube_runtime.client import KubeClient, ResourceLike
 
 Obj = dict[str, Any]
 
@@ -31,7 +31,7 @@ def apply_body(resource: ResourceLike, name: str, namespace: str | None = None, 
         metadata["namespace"] = namespace
     extra_metadata = fields.pop("metadata", None) or {}
     body: Obj = {
-        "apiVersion": api_version(resource),
+        "apiVersion": resource.api_version,
         "kind": resource.kind,
         "metadata": {**extra_metadata, **metadata},
     }
@@ -41,7 +41,7 @@ def apply_body(resource: ResourceLike, name: str, namespace: str | None = None, 
 
 def _intent(resource: ResourceLike, obj: Obj) -> Obj:
     body = dict(obj)
-    body.setdefault("apiVersion", api_version(resource))
+    body.setdefault("apiVersion", resource.api_version)
     body.setdefault("kind", resource.kind)
     metadata = dict(body.get("metadata") or {})
     for key in _SERVER_METADATA:

@@ -11,7 +11,7 @@ import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import structlog
@@ -19,7 +19,9 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
+from kube_runtime.api import Resource
 from kube_runtime.clock import Clock
+from kube_runtime.workqueue import TokenBucket
 
 log = structlog.get_logger(__name__)
 
@@ -33,19 +35,7 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 
-class ResourceLike(Protocol):
-    """What the client needs from `kube_runtime.api.Resource`."""
-
-    @property
-    def group(self) -> str: ...
-    @property
-    def version(self) -> str: ...
-    @property
-    def plural(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def namespaced(self) -> bool: ...
+ResourceLike = Resource
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,34 +139,6 @@ def _status_from_body(http_code: int, body: bytes) -> Obj:
 # URLs
 
 
-def api_version(resource: ResourceLike) -> str:
-    """`v1` for the core group, `group/version` otherwise."""
-    return f"{resource.group}/{resource.version}" if resource.group else resource.version
-
-
-def resource_path(
-    resource: ResourceLike,
-    namespace: str | None = None,
-    name: str | None = None,
-    subresource: str | None = None,
-) -> str:
-    """URL path of a collection or an object; a namespaced collection without namespace is all namespaces."""
-    prefix = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
-    parts = [prefix]
-    if resource.namespaced and namespace:
-        parts.append(f"namespaces/{namespace}")
-    elif resource.namespaced and name is not None:
-        raise ValueError(f"{resource.kind} {name!r} is namespaced: a namespace is required")
-    parts.append(resource.plural)
-    if name is not None:
-        if not name:
-            raise ValueError(f"{resource.kind}: empty name")
-        parts.append(name)
-        if subresource:
-            parts.append(subresource)
-    return "/".join(parts)
-
-
 def object_namespace_name(resource: ResourceLike, obj: Obj, namespace: str | None) -> tuple[str | None, str]:
     meta = obj.get("metadata") or {}
     name = meta.get("name")
@@ -228,30 +190,6 @@ def raise_for_watch_event(event_type: str, obj: Obj) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Rate limiting
-
-
-class TokenBucket:
-    """client-go style QPS/burst limiter: `burst` requests at once, refilled at `qps` per second."""
-
-    def __init__(self, qps: float, burst: int, clock: Clock | None = None) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError("qps must be > 0 and burst >= 1")
-        self._qps, self._burst = qps, float(burst)
-        self._clock = clock or Clock()
-        self._tokens = float(burst)
-        self._last = self._clock.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        async with self._lock:
-            while True:
-                now = self._clock.monotonic()
-                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-                self._last = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                await self._clock.sleep((1 - self._tokens) / self._qps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,7 +343,7 @@ class KubeClient:
         )
         for attempt in range(1, _MAX_429_ATTEMPTS + 1):
             if self._limiter is not None:
-                await self._limiter.acquire()
+                await self._clock.sleep(self._limiter.when(None))
             headers = await self._headers(content_type)
             try:
                 async with self._get_session().request(
@@ -451,7 +389,7 @@ class KubeClient:
     async def get(
         self, resource: ResourceLike, name: str, namespace: str | None = None, subresource: str | None = None
     ) -> Obj:
-        return await self._get(resource_path(resource, namespace, name, subresource))
+        return await self._get(resource.api_path(namespace, name, subresource))
 
     async def list(
         self,
@@ -462,7 +400,7 @@ class KubeClient:
         limit: int | None = None,
     ) -> tuple[list[Obj], str]:
         """All items (following `continue` pages of `limit`) and the list's resourceVersion."""
-        path = resource_path(resource, namespace)
+        path = resource.api_path(namespace)
         base = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit}
         items: list[Obj] = []
         token: str | None = None
@@ -483,7 +421,7 @@ class KubeClient:
             if not token:
                 break
         # Lists of built-in types omit kind/apiVersion on items; watch events carry them.
-        version = api_version(resource)
+        version = resource.api_version
         for item in items:
             item.setdefault("apiVersion", version)
             item.setdefault("kind", resource.kind)
@@ -500,7 +438,7 @@ class KubeClient:
         if resource.namespaced and not ns:
             raise ValueError(f"{resource.kind}: a namespace is required")
         return await self.request(
-            "POST", resource_path(resource, ns), params={"fieldManager": field_manager}, body=obj
+            "POST", resource.api_path(ns), params={"fieldManager": field_manager}, body=obj
         )
 
     async def replace(
@@ -515,7 +453,7 @@ class KubeClient:
         ns, name = object_namespace_name(resource, obj, namespace)
         return await self.request(
             "PUT",
-            resource_path(resource, ns, name, subresource),
+            resource.api_path(ns, name, subresource),
             params={"fieldManager": field_manager},
             body=obj,
         )
@@ -540,7 +478,7 @@ class KubeClient:
             options["preconditions"] = preconditions
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        return await self.request("DELETE", resource_path(resource, namespace, name), body=options)
+        return await self.request("DELETE", resource.api_path(namespace, name), body=options)
 
     async def _patch(
         self,
@@ -554,7 +492,7 @@ class KubeClient:
     ) -> Obj:
         return await self.request(
             "PATCH",
-            resource_path(resource, namespace, name, subresource),
+            resource.api_path(namespace, name, subresource),
             params=params,
             body=body,
             content_type=content_type,
@@ -663,7 +601,7 @@ class KubeClient:
         ConnectionLost when the stream breaks. Close it (`aclosing`) when stopping early.
         """
         if self._limiter is not None:
-            await self._limiter.acquire()
+            await self._clock.sleep(self._limiter.when(None))
         params = _clean_params(
             {
                 "watch": "true",
@@ -680,7 +618,7 @@ class KubeClient:
         client_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect_timeout, sock_read=sock_read
         )
-        path = resource_path(resource, namespace)
+        path = resource.api_path(namespace)
         parser = WatchStreamParser()
         try:
             async with self._get_session().get(

@@ -41,18 +41,25 @@ class Fleet:
         """Kubeconfig of the manager's least-privilege identity on a worker."""
         return self.state["clusters"][worker]["multikueueKubeconfig"]
 
-    def kubectl(self, cluster: str, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([self.kubectl_binary, "--kubeconfig", self.kubeconfig(cluster), *args],
-                             input=input, capture_output=True, text=True, timeout=timeout)
+    def kubectl(
+        self, cluster: str, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(
+            [self.kubectl_binary, "--kubeconfig", self.kubeconfig(cluster), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and res.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} on {cluster} failed: {res.stderr}")
         return res
 
     def _etcd(self, cluster: str, path: str, body: dict) -> dict:
         url = self.state["clusters"][cluster]["etcd"] + path
-        req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read())
 

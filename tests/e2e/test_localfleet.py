@@ -60,13 +60,17 @@ def test_sample_leaderworkerset_runs_on_a_worker(fleet):
     worker = fleet.workers[-1]
     fleet.kubectl(worker, "apply", "-f", "-", input=json.dumps(lws))
     try:
+
         def ready_replicas():
             res = fleet.kubectl(worker, "get", "lws", "e2e-sample", "-o", "jsonpath={.status.readyReplicas}")
             return res.stdout.strip() == str(lws["spec"]["replicas"])
 
         wait_until("sample LWS readyReplicas", ready_replicas)
-        pods = json.loads(fleet.kubectl(worker, "get", "pods", "-l", "leaderworkerset.sigs.k8s.io/name=e2e-sample",
-                                        "-o", "json").stdout)["items"]
+        pods = json.loads(
+            fleet.kubectl(
+                worker, "get", "pods", "-l", "leaderworkerset.sigs.k8s.io/name=e2e-sample", "-o", "json"
+            ).stdout
+        )["items"]
         size = lws["spec"]["leaderWorkerTemplate"]["size"]
         assert len(pods) == lws["spec"]["replicas"] * size
         assert all(p["status"]["phase"] == "Running" for p in pods)
@@ -86,8 +90,18 @@ def test_manager_identity_on_worker_is_least_privilege(fleet):
     assert set(user) == {"client-certificate-data", "client-key-data"}
 
     def can_i(*args: str) -> str:
-        res = subprocess.run([fleet.kubectl_binary, "--kubeconfig", fleet.multikueue_kubeconfig(worker),
-                              "auth", "can-i", *args], capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                fleet.kubectl_binary,
+                "--kubeconfig",
+                fleet.multikueue_kubeconfig(worker),
+                "auth",
+                "can-i",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+        )
         return res.stdout.strip()
 
     assert can_i("create", "workloads.kueue.x-k8s.io", "-n", "default") == "yes"
@@ -105,26 +119,47 @@ def test_up_env_status_down_lifecycle():
     run_dir = Path(tempfile.mkdtemp(prefix="kf-lifecycle-", dir="/dev/shm"))
     base = [sys.executable, str(REPO / "hack" / "localfleet.py"), "--dir", str(run_dir)]
     try:
-        subprocess.run([*base, "up", "--workers", "1", "--nodes", "1"], check=True, capture_output=True, text=True)
+        subprocess.run(
+            [*base, "up", "--workers", "1", "--nodes", "1"], check=True, capture_output=True, text=True
+        )
         state = json.loads((run_dir / "state.json").read_text())
         pids = [p["pid"] for p in state["processes"]]
         assert len(pids) == 3 + 6  # manager: etcd, apiserver, kcm; worker: + scheduler, kwok, lws-manager
 
         env_out = subprocess.run([*base, "env"], check=True, capture_output=True, text=True).stdout
         exports = dict(line.removeprefix("export ").split("=", 1) for line in env_out.splitlines())
-        assert set(exports) >= {"KUBECONFIG_MANAGER", "KUBECONFIG_WORKER1", "WORKER1_MULTIKUEUE_KUBECONFIG",
-                                "LOCALFLEET_STATE", "PATH"}
+        assert set(exports) >= {
+            "KUBECONFIG_MANAGER",
+            "KUBECONFIG_WORKER1",
+            "WORKER1_MULTIKUEUE_KUBECONFIG",
+            "LOCALFLEET_STATE",
+            "PATH",
+        }
         kubectl_dir = exports["PATH"].strip('"').split(":")[0]
-        res = subprocess.run([f"{kubectl_dir}/kubectl", "--kubeconfig", exports["KUBECONFIG_MANAGER"], "get", "crd",
-                              "workloads.kueue.x-k8s.io"], capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                f"{kubectl_dir}/kubectl",
+                "--kubeconfig",
+                exports["KUBECONFIG_MANAGER"],
+                "get",
+                "crd",
+                "workloads.kueue.x-k8s.io",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert res.returncode == 0, res.stderr
         status = subprocess.run([*base, "status"], check=True, capture_output=True, text=True).stdout
         assert "worker1 (worker)" in status and "STOPPED" not in status
 
         subprocess.run([*base, "down"], check=True, capture_output=True)
         assert not run_dir.exists()
-        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()
-                 and Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"]
+        alive = [
+            pid
+            for pid in pids
+            if Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+        ]
         assert alive == []
         again = subprocess.run([*base, "down"], capture_output=True, text=True)
         assert again.returncode == 0 and "nothing to stop" in again.stderr

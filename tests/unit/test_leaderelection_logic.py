@@ -150,9 +150,13 @@ async def test_elector_takes_over_after_expiry_and_steps_down_when_renewal_fails
 
     await a.stop(release=False)  # a vanishes without releasing
     assert events == ["a+", "a-"]
-    await settle(clock, 3)
-    assert not b.is_leader  # not yet expired by b's clock
-    await settle(clock, 3)
+    # a renewed at most retry_period (1 s) before stopping, and b saw that renewal no earlier,
+    # so by b's clock the lease (4 s) cannot expire within 2 s.
+    await settle(clock, 2)
+    assert not b.is_leader
+    # b saw the last renewal at most 2.2 s after it (jittered polls), it expires 4 s after that,
+    # and b's next poll comes at most 2.2 s later: 9 s is enough.
+    await settle(clock, 7)
     assert b.is_leader and api.spec["holderIdentity"] == "b"
     assert api.spec["leaseTransitions"] == 1
 

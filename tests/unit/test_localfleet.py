@@ -50,7 +50,9 @@ def test_certificates_chain_to_the_ca_and_serve_loopback(tmp_path):
     # The pair loads as a TLS identity.
     (tmp_path / "c.crt").write_bytes(crt)
     (tmp_path / "c.key").write_bytes(key)
-    ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+    ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+        tmp_path / "c.crt", tmp_path / "c.key"
+    )
 
 
 def test_kubeconfig_is_self_contained_as_multikueue_requires():
@@ -58,7 +60,13 @@ def test_kubeconfig_is_self_contained_as_multikueue_requires():
     crt, key = ca.issue("someone")
     kc = localfleet.kubeconfig("worker1", "https://127.0.0.1:6443", ca.cert_pem, crt, key, "someone")
     text = yaml.safe_dump(kc)
-    for forbidden in ("certificate-authority:", "tokenFile", "insecure-skip-tls-verify", "exec:", "client-certificate:"):
+    for forbidden in (
+        "certificate-authority:",
+        "tokenFile",
+        "insecure-skip-tls-verify",
+        "exec:",
+        "client-certificate:",
+    ):
         assert forbidden not in text
     assert kc["current-context"] == "worker1"
     assert kc["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
@@ -66,14 +74,23 @@ def test_kubeconfig_is_self_contained_as_multikueue_requires():
 
 def test_lws_webhooks_are_rewritten_to_the_local_process(tmp_path):
     manifest = [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-         "metadata": {"name": "mutating-webhook-configuration"},
-         "webhooks": [
-             {"name": "mlws.example", "clientConfig": {"service": {"name": "s", "namespace": "system", "path": "/m-lws"}},
-              "rules": [{"resources": ["leaderworkersets"]}]},
-             {"name": "mpod.example", "clientConfig": {"service": {"name": "s", "namespace": "system", "path": "/m-pod"}},
-              "rules": [{"resources": ["pods"]}]},
-         ]},
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "mutating-webhook-configuration"},
+            "webhooks": [
+                {
+                    "name": "mlws.example",
+                    "clientConfig": {"service": {"name": "s", "namespace": "system", "path": "/m-lws"}},
+                    "rules": [{"resources": ["leaderworkersets"]}],
+                },
+                {
+                    "name": "mpod.example",
+                    "clientConfig": {"service": {"name": "s", "namespace": "system", "path": "/m-pod"}},
+                    "rules": [{"resources": ["pods"]}],
+                },
+            ],
+        },
     ]
     lws_dir = tmp_path / "lws"
     lws_dir.mkdir()
@@ -123,7 +140,9 @@ def test_old_go_is_refused_with_a_clear_message(monkeypatch, goversion):
     builder = localfleet.Builder(localfleet.Binaries(localfleet.read_versions()))
 
     def fake_run(args, **kwargs):
-        return subprocess.CompletedProcess(args, 0, stdout=f"{goversion}\nhttps://proxy.golang.org\n/tmp/mod\n")
+        return subprocess.CompletedProcess(
+            args, 0, stdout=f"{goversion}\nhttps://proxy.golang.org\n/tmp/mod\n"
+        )
 
     monkeypatch.setattr(localfleet.shutil, "which", lambda name: "/usr/bin/go")
     monkeypatch.setattr(localfleet.subprocess, "run", fake_run)

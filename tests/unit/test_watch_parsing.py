@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import (
     AlreadyExists,
     ApiError,
@@ -18,7 +17,6 @@ from kube_runtime.client import (
     WatchStreamParser,
     error_from_status,
     raise_for_watch_event,
-    resource_path,
 )
 
 
@@ -140,17 +138,3 @@ def test_status_codes_map_to_typed_errors():
     assert isinstance(exists, AlreadyExists) and isinstance(exists, Conflict)
     assert isinstance(error_from_status({"reason": "Invalid"}, 422), Invalid)
     assert type(error_from_status({}, 503)) is ApiError
-
-
-def test_resource_paths():
-    cms = api.Resource(api.CORE_GROUP, "v1", "configmaps", "ConfigMap", True)
-    wl, ns = api.WORKLOAD, api.NAMESPACE
-    assert resource_path(cms) == "/api/v1/configmaps"
-    assert resource_path(cms, "default") == "/api/v1/namespaces/default/configmaps"
-    assert (
-        resource_path(wl, "ns", "w", "status")
-        == "/apis/kueue.x-k8s.io/v1beta1/namespaces/ns/workloads/w/status"
-    )
-    assert resource_path(ns, None, "kube-system") == "/api/v1/namespaces/kube-system"
-    with pytest.raises(ValueError):
-        resource_path(cms, None, "x")

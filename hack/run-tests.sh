@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 FLEET_DIR=${TEST_FLEET_DIR:-/dev/shm/kueue-federation-test-fleet}
 
+echo "== lint"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+
 echo "== unit tests"
 $PY -m pytest tests/unit -q -p no:cacheprovider
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
 from kube_runtime import api
 from kube_runtime.apply import apply_body, apply_object, apply_status_if_changed
-from kube_runtime.client import Conflict, KubeClient, NotFound
+from kube_runtime.client import Conflict, NotFound
 
 pytestmark = pytest.mark.realcluster
 
@@ -70,20 +69,6 @@ WIDGET_CRD = {
         ],
     },
 }
-
-
-@pytest.fixture
-async def kube(fleet):
-    async with await KubeClient.from_kubeconfig_file(fleet.kubeconfig("manager")) as kube:
-        yield kube
-
-
-@pytest.fixture
-async def namespace(kube):
-    name = f"apply-{uuid.uuid4().hex[:8]}"
-    await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    await kube.delete(NAMESPACE, name)
 
 
 @pytest.fixture

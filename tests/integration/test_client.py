@@ -35,20 +35,6 @@ def configmap(name: str, namespace: str, **data: str) -> dict:
     }
 
 
-@pytest.fixture
-async def kube(fleet):
-    async with await KubeClient.from_kubeconfig_file(fleet.kubeconfig("manager")) as kube:
-        yield kube
-
-
-@pytest.fixture
-async def namespace(kube):
-    name = f"client-{uuid.uuid4().hex[:8]}"
-    await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    await kube.delete(NAMESPACE, name)
-
-
 async def test_create_get_list_paging(kube, namespace):
     for i in range(7):
         created = await kube.create(CONFIGMAP, configmap(f"cm-{i}", namespace, index=str(i)))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
 
@@ -64,20 +63,6 @@ class Recorder:
 
     def has(self, kind: str, name: str) -> bool:
         return any(c[0] == kind and c[1] == name for c in self.calls)
-
-
-@pytest.fixture
-async def kube(fleet):
-    async with await KubeClient.from_kubeconfig_file(fleet.kubeconfig("manager")) as kube:
-        yield kube
-
-
-@pytest.fixture
-async def namespace(kube):
-    name = f"informer-{uuid.uuid4().hex[:8]}"
-    await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    await kube.delete(NAMESPACE, name)
 
 
 async def server_view(kube: KubeClient, namespace: str) -> dict[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import uuid
 
 import pytest
 
@@ -20,20 +19,6 @@ MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
 LEASE, NAMESPACE = api.LEASE, api.NAMESPACE
-
-
-@pytest.fixture
-async def kube(fleet):
-    async with await KubeClient.from_kubeconfig_file(fleet.kubeconfig("manager")) as kube:
-        yield kube
-
-
-@pytest.fixture
-async def namespace(kube):
-    name = f"election-{uuid.uuid4().hex[:8]}"
-    await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    await kube.delete(NAMESPACE, name)
 
 
 def elector(kube: KubeClient, namespace: str, identity: str, log: list[str]) -> LeaderElector:

@@ -1,0 +1,260 @@
+"""worker_agent --config: a Kueue v1beta1 Configuration file, strictly checked, upstream defaults."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from worker_agent.config import ConfigError, load_config, parse_config, parse_duration
+
+FULL_V1BETA1 = """
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+namespace: kueue-system
+health:
+  healthProbeBindAddress: :8081
+metrics:
+  bindAddress: :8080
+  enableClusterQueueResources: true
+webhook:
+  port: 9443
+leaderElection:
+  leaderElect: true
+  resourceName: c1f6bfd2.kueue.x-k8s.io
+controller:
+  groupKindConcurrency:
+    Job.batch: 5
+    Workload.kueue.x-k8s.io: 10
+clientConnection:
+  qps: 50
+  burst: 100
+manageJobsWithoutQueueName: true
+managedJobsNamespaceSelector:
+  matchLabels:
+    kueue-managed: "true"
+waitForPodsReady:
+  enable: true
+  timeout: 10m
+  recoveryTimeout: 3m
+  requeuingStrategy:
+    timestamp: Creation
+    backoffLimitCount: 5
+    backoffBaseSeconds: 10
+integrations:
+  frameworks:
+  - batch/job
+  - leaderworkerset.x-k8s.io/leaderworkerset
+  labelKeysToCopy:
+  - team
+fairSharing:
+  enable: true
+  preemptionStrategies: [LessThanInitialShare]
+resources:
+  excludeResourcePrefixes: [example.com/]
+  transformations:
+  - input: nvidia.com/mig-1g.5gb
+    strategy: Replace
+    outputs:
+      example.com/accelerator-memory: 5Gi
+multiKueue:
+  gcInterval: 30s
+  origin: my-manager
+  workerLostTimeout: 5m
+featureGates:
+  PartialAdmission: true
+"""
+
+
+def test_a_full_upstream_v1beta1_file_is_accepted_with_its_values(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(FULL_V1BETA1)
+    cfg = load_config(path)
+    assert cfg.namespace == "kueue-system"
+    assert cfg.manage_jobs_without_queue_name is True
+    assert cfg.managed_jobs_namespace_selector == {"matchLabels": {"kueue-managed": "true"}}
+    assert cfg.qps == 50 and cfg.burst == 100
+    wfpr = cfg.wait_for_pods_ready
+    assert wfpr.timeout_seconds == 600 and wfpr.recovery_timeout_seconds == 180
+    assert wfpr.block_admission is True  # v1beta1: defaults to the value of enable
+    assert wfpr.requeuing.timestamp == "Creation"
+    assert wfpr.requeuing.backoff_limit_count == 5 and wfpr.requeuing.backoff_base_seconds == 10
+    assert wfpr.requeuing.backoff_max_seconds == 3600
+    assert cfg.frameworks == ("batch/job", "leaderworkerset.x-k8s.io/leaderworkerset")
+    assert cfg.pod_integration_enabled  # LWS implies pod
+    assert cfg.label_keys_to_copy == ("team",)
+    assert cfg.fair_sharing.preemption_strategies == ("LessThanInitialShare",)
+    assert cfg.transformations[0].strategy == "Replace"
+    assert cfg.multikueue.gc_interval_seconds == 30 and cfg.multikueue.origin == "my-manager"
+    assert cfg.multikueue.worker_lost_timeout_seconds == 300
+    assert cfg.feature_gates == {"PartialAdmission": True}
+    assert cfg.warnings == ()
+
+
+def test_v1beta1_defaults():
+    cfg = load_config(None)
+    assert cfg.namespace == "kueue-system"
+    assert cfg.manage_jobs_without_queue_name is False
+    assert cfg.managed_jobs_namespace_selector == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kueue-system"],
+            }
+        ]
+    }
+    assert cfg.wait_for_pods_ready is None  # v1beta1: enable defaults to false
+    assert cfg.frameworks == ("batch/job",)
+    assert not cfg.pod_integration_enabled
+    assert cfg.fair_sharing is None
+    assert (cfg.qps, cfg.burst) == (20.0, 30)
+    assert cfg.multikueue.worker_lost_timeout_seconds == 900
+    assert cfg.multikueue.dispatcher_name == "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+
+
+def test_selector_default_follows_the_configured_namespace():
+    cfg = parse_config({"namespace": "queues"})
+    assert cfg.managed_jobs_namespace_selector["matchExpressions"][0]["values"] == ["kube-system", "queues"]
+
+
+def test_waitforpodsready_enabled_uses_v1beta1_timeout_default():
+    wfpr = parse_config({"waitForPodsReady": {"enable": True}}).wait_for_pods_ready
+    assert wfpr.timeout_seconds == 300 and wfpr.block_admission is True
+    assert wfpr.requeuing.timestamp == "Eviction"
+    assert (
+        parse_config(
+            {"waitForPodsReady": {"enable": True, "blockAdmission": False}}
+        ).wait_for_pods_ready.block_admission
+        is False
+    )
+
+
+def test_fair_sharing_enabled_without_strategies_gets_both():
+    cfg = parse_config({"fairSharing": {"enable": True}})
+    assert cfg.fair_sharing.preemption_strategies == ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+
+
+def problems_of(data) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "test.yaml")
+    assert "test.yaml" in str(err.value)
+    return err.value.problems
+
+
+def test_unknown_fields_are_refused_with_their_path_and_a_suggestion():
+    problems = problems_of({"waitForPodsReady": {"enabled": True}, "integration": {}, "bogus": 1})
+    assert 'unknown field "waitForPodsReady.enabled" (did you mean "enable"?)' in problems
+    assert 'unknown field "integration" (did you mean "integrations"?)' in problems
+    assert 'unknown field "bogus"' in problems
+
+
+def test_every_problem_is_reported_at_once():
+    problems = problems_of(
+        {
+            "clientConnection": {"qps": "fast"},
+            "waitForPodsReady": {"enable": True, "timeout": "ten minutes"},
+            "integrations": {"frameworks": "batch/job"},
+        }
+    )
+    assert len(problems) == 3
+    assert any(p.startswith("clientConnection.qps: must be a number") for p in problems)
+    assert any(p.startswith("waitForPodsReady.timeout: invalid duration 'ten minutes'") for p in problems)
+    assert "integrations.frameworks: must be a list" in problems
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"apiVersion": "config.kueue.x-k8s.io/v1beta2"},
+            'apiVersion: must be "config.kueue.x-k8s.io/v1beta1"',
+        ),
+        ({"kind": "KueueConfig"}, 'kind: must be "Configuration"'),
+        (
+            {"waitForPodsReady": {"enable": True, "timeout": "0s"}},
+            "waitForPodsReady.timeout: must be greater than 0",
+        ),
+        (
+            {"waitForPodsReady": {"enable": True, "requeuingStrategy": {"timestamp": "Now"}}},
+            'waitForPodsReady.requeuingStrategy.timestamp: must be "Eviction" or "Creation"',
+        ),
+        (
+            {"waitForPodsReady": {"enable": True, "requeuingStrategy": {"backoffBaseSeconds": -1}}},
+            "waitForPodsReady.requeuingStrategy.backoffBaseSeconds: must be greater than or equal to 0",
+        ),
+        ({"integrations": {"frameworks": ["batch/job", "batch/job"]}}, 'duplicate framework "batch/job"'),
+        (
+            {"integrations": {"frameworks": ["batch/jobs"]}},
+            'unknown framework "batch/jobs" (did you mean "batch/job"?)',
+        ),
+        (
+            {
+                "fairSharing": {
+                    "enable": True,
+                    "preemptionStrategies": ["LessThanInitialShare", "LessThanOrEqualToFinalShare"],
+                }
+            },
+            "fairSharing.preemptionStrategies: must be one of",
+        ),
+        (
+            {"multiKueue": {"origin": "not a label!"}},
+            "multiKueue.origin: 'not a label!' is not a valid label value",
+        ),
+        ({"multiKueue": {"gcInterval": "-1m"}}, "multiKueue.gcInterval: must be greater than or equal to 0"),
+        (
+            {
+                "resources": {
+                    "transformations": [{"input": "a", "outputs": {}}, {"input": "a", "outputs": {}}]
+                }
+            },
+            'resources.transformations[1].input: duplicate input "a"',
+        ),
+        ({"manageJobsWithoutQueueName": "yes"}, "manageJobsWithoutQueueName: must be true or false"),
+        ({"clientConnection": {"qps": 0}}, "clientConnection: qps and burst must be greater than 0"),
+    ],
+)
+def test_invalid_values_name_the_field(data, expected):
+    assert any(expected in p for p in problems_of(data)), problems_of(data)
+
+
+def test_frameworks_we_do_not_implement_are_accepted_with_a_warning():
+    cfg = parse_config({"integrations": {"frameworks": ["batch/job", "ray.io/rayjob"], "podOptions": {}}})
+    assert cfg.frameworks == ("batch/job", "ray.io/rayjob")
+    assert any("ray.io/rayjob" in w for w in cfg.warnings)
+    assert any("podOptions is deprecated" in w for w in cfg.warnings)
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("namespace: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text(yaml.safe_dump("just a string"))
+    with pytest.raises(ConfigError, match="one YAML object"):
+        load_config(scalar)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0", 0),
+        ("30s", 30),
+        ("5m", 300),
+        ("1h30m", 5400),
+        ("300ms", 0.3),
+        ("1.5h", 5400),
+        ("-2s", -2),
+        ("2m3.5s", 123.5),
+    ],
+)
+def test_go_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5", "m", "5 m", "1d", "five"])
+def test_bad_durations(text):
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)

@@ -1,0 +1,489 @@
+"""The worker_agent's configuration file: Kueue's `config.kueue.x-k8s.io/v1beta1` Configuration.
+
+A user's existing Kueue v1beta1 config file is accepted as-is. Every field is checked at start:
+an unknown field or a bad value stops the agent with a message that names the field (and
+suggests the intended name for a typo), instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+API_VERSION = "config.kueue.x-k8s.io/v1beta1"
+KIND = "Configuration"
+
+# v1beta1 defaults (Kueue's apis/config/v1beta1 defaults).
+DEFAULT_NAMESPACE = "kueue-system"
+DEFAULT_QPS = 20.0
+DEFAULT_BURST = 30
+DEFAULT_WEBHOOK_PORT = 9443
+DEFAULT_HEALTH_PROBE_BIND_ADDRESS = ":8081"
+DEFAULT_METRICS_BIND_ADDRESS = ":8080"
+DEFAULT_LEADER_ELECTION_ID = "c1f6bfd2.kueue.x-k8s.io"
+DEFAULT_PODS_READY_TIMEOUT = 300.0
+DEFAULT_BACKOFF_BASE_SECONDS = 60
+DEFAULT_BACKOFF_MAX_SECONDS = 3600
+DEFAULT_FRAMEWORKS = ("batch/job",)
+DEFAULT_FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+DEFAULT_MULTIKUEUE_GC_INTERVAL = 60.0
+DEFAULT_MULTIKUEUE_ORIGIN = "multikueue"
+DEFAULT_MULTIKUEUE_WORKER_LOST_TIMEOUT = 900.0
+DEFAULT_MULTIKUEUE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+
+KNOWN_FRAMEWORKS = frozenset(
+    {
+        "batch/job",
+        "kubeflow.org/mpijob",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/jaxjob",
+        "ray.io/rayjob",
+        "ray.io/rayservice",
+        "ray.io/raycluster",
+        "jobset.x-k8s.io/jobset",
+        "trainer.kubeflow.org/trainjob",
+        "workload.codeflare.dev/appwrapper",
+        "sparkoperator.k8s.io/sparkapplication",
+        "pod",
+        "deployment",
+        "statefulset",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+    }
+)
+# Frameworks this project implements today; others are accepted in the file but reported.
+SUPPORTED_FRAMEWORKS = frozenset({"batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"})
+ALLOWED_FAIR_SHARING_STRATEGIES = (
+    ("LessThanOrEqualToFinalShare",),
+    ("LessThanInitialShare",),
+    ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
+)
+
+
+class ConfigError(Exception):
+    """The configuration file is unusable; `problems` lists every field that is wrong."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"invalid configuration {source}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+# ------------------------------------------------------------------------------------------
+# The accepted shape of a v1beta1 file. Leaves name a type; dicts are nested objects; MAP(x) is a
+# map with free keys whose values have shape x; LIST(x) a list of x; ANY a value we pass through.
+
+
+class _Any:
+    pass
+
+
+@dataclass(frozen=True)
+class _Map:
+    values: Any
+
+
+@dataclass(frozen=True)
+class _List:
+    items: Any
+
+
+ANY = _Any()
+LABEL_SELECTOR = {
+    "matchLabels": _Map(str),
+    "matchExpressions": _List({"key": str, "operator": str, "values": _List(str)}),
+}
+DURATION = "duration"
+
+SCHEMA: dict[str, Any] = {
+    "apiVersion": str,
+    "kind": str,
+    "namespace": str,
+    "manageJobsWithoutQueueName": bool,
+    "managedJobsNamespaceSelector": LABEL_SELECTOR,
+    "webhook": {"port": int, "host": str, "certDir": str},
+    "leaderElection": {
+        "leaderElect": bool,
+        "resourceName": str,
+        "resourceNamespace": str,
+        "resourceLock": str,
+        "leaseDuration": DURATION,
+        "renewDeadline": DURATION,
+        "retryPeriod": DURATION,
+    },
+    "metrics": {"bindAddress": str, "enableClusterQueueResources": bool},
+    "health": {"healthProbeBindAddress": str, "readinessEndpointName": str, "livenessEndpointName": str},
+    "controller": {"groupKindConcurrency": _Map(int), "cacheSyncTimeout": DURATION},
+    "pprofBindAddress": str,
+    "internalCertManagement": {"enable": bool, "webhookServiceName": str, "webhookSecretName": str},
+    "waitForPodsReady": {
+        "enable": bool,
+        "timeout": DURATION,
+        "blockAdmission": bool,
+        "recoveryTimeout": DURATION,
+        "requeuingStrategy": {
+            "timestamp": str,
+            "backoffLimitCount": int,
+            "backoffBaseSeconds": int,
+            "backoffMaxSeconds": int,
+        },
+    },
+    "clientConnection": {"qps": float, "burst": int},
+    "integrations": {
+        "frameworks": _List(str),
+        "externalFrameworks": _List(str),
+        "podOptions": {"namespaceSelector": LABEL_SELECTOR, "podSelector": LABEL_SELECTOR},
+        "labelKeysToCopy": _List(str),
+    },
+    "queueVisibility": {"updateIntervalSeconds": int, "clusterQueues": {"maxCount": int}},
+    "multiKueue": {
+        "gcInterval": DURATION,
+        "origin": str,
+        "workerLostTimeout": DURATION,
+        "dispatcherName": str,
+        "externalFrameworks": _List({"name": str}),
+    },
+    "fairSharing": {"enable": bool, "preemptionStrategies": _List(str)},
+    "admissionFairSharing": {
+        "usageHalfLifeTime": DURATION,
+        "usageSamplingInterval": DURATION,
+        "resourceWeights": _Map(float),
+    },
+    "resources": {
+        "excludeResourcePrefixes": _List(str),
+        "transformations": _List({"input": str, "strategy": str, "multiplyBy": ANY, "outputs": _Map(ANY)}),
+    },
+    "featureGates": _Map(bool),
+    "objectRetentionPolicies": {
+        "workloads": {"afterFinished": DURATION, "afterDeactivatedByKueue": DURATION}
+    },
+}
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Go's time.ParseDuration ("1h30m", "300ms", "-2s", "0") in seconds; ValueError if malformed."""
+    s = text.strip()
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s.lstrip("+-")
+    if s == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)
+        if not m:
+            raise ValueError(f"invalid duration {text!r}: use Go syntax such as 30s, 5m, 1h30m")
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if not s:
+        raise ValueError(f"invalid duration {text!r}: use Go syntax such as 30s, 5m, 1h30m")
+    return sign * total
+
+
+def _type_name(expected: Any) -> str:
+    if expected is DURATION:
+        return "a duration (e.g. 5m)"
+    if isinstance(expected, dict):
+        return "an object"
+    if isinstance(expected, _Map):
+        return "a map"
+    if isinstance(expected, _List):
+        return "a list"
+    return {str: "a string", bool: "true or false", int: "an integer", float: "a number"}.get(
+        expected, "a value"
+    )
+
+
+def _check(value: Any, expected: Any, path: str, problems: list[str]) -> None:
+    if expected is ANY:
+        return
+    if isinstance(expected, dict):
+        if not isinstance(value, dict):
+            problems.append(f"{path}: must be {_type_name(expected)}")
+            return
+        for key, sub in value.items():
+            sub_path = f"{path}.{key}" if path else str(key)
+            if key not in expected:
+                hint = difflib.get_close_matches(str(key), list(expected), n=1)
+                problems.append(
+                    f'unknown field "{sub_path}"' + (f' (did you mean "{hint[0]}"?)' if hint else "")
+                )
+                continue
+            _check(sub, expected[key], sub_path, problems)
+        return
+    if isinstance(expected, _Map):
+        if not isinstance(value, dict):
+            problems.append(f"{path}: must be {_type_name(expected)}")
+            return
+        for key, sub in value.items():
+            _check(sub, expected.values, f"{path}[{key}]", problems)
+        return
+    if isinstance(expected, _List):
+        if not isinstance(value, list):
+            problems.append(f"{path}: must be {_type_name(expected)}")
+            return
+        for i, sub in enumerate(value):
+            _check(sub, expected.items, f"{path}[{i}]", problems)
+        return
+    if expected is DURATION:
+        if not isinstance(value, str):
+            problems.append(f"{path}: must be {_type_name(expected)}")
+            return
+        try:
+            parse_duration(value)
+        except ValueError as e:
+            problems.append(f"{path}: {e}")
+        return
+    ok = (
+        isinstance(value, bool)
+        if expected is bool
+        else isinstance(value, int) and not isinstance(value, bool)
+        if expected is int
+        else isinstance(value, (int, float)) and not isinstance(value, bool)
+        if expected is float
+        else isinstance(value, expected)
+    )
+    if not ok:
+        problems.append(f"{path}: must be {_type_name(expected)}, got {value!r}")
+
+
+# ------------------------------------------------------------------------------------------
+# The typed result
+
+
+@dataclass(frozen=True)
+class RequeuingStrategy:
+    timestamp: str = "Eviction"
+    backoff_limit_count: int | None = None
+    backoff_base_seconds: int = DEFAULT_BACKOFF_BASE_SECONDS
+    backoff_max_seconds: int = DEFAULT_BACKOFF_MAX_SECONDS
+
+
+@dataclass(frozen=True)
+class WaitForPodsReady:
+    timeout_seconds: float = DEFAULT_PODS_READY_TIMEOUT
+    block_admission: bool = True
+    recovery_timeout_seconds: float | None = None
+    requeuing: RequeuingStrategy = field(default_factory=RequeuingStrategy)
+
+
+@dataclass(frozen=True)
+class FairSharing:
+    preemption_strategies: tuple[str, ...] = DEFAULT_FAIR_SHARING_STRATEGIES
+
+
+@dataclass(frozen=True)
+class Transformation:
+    input: str
+    strategy: str
+    outputs: dict[str, Any]
+    multiply_by: Any = None
+
+
+@dataclass(frozen=True)
+class MultiKueueSettings:
+    gc_interval_seconds: float = DEFAULT_MULTIKUEUE_GC_INTERVAL
+    origin: str = DEFAULT_MULTIKUEUE_ORIGIN
+    worker_lost_timeout_seconds: float = DEFAULT_MULTIKUEUE_WORKER_LOST_TIMEOUT
+    dispatcher_name: str = DEFAULT_MULTIKUEUE_DISPATCHER
+
+
+@dataclass(frozen=True)
+class Configuration:
+    namespace: str = DEFAULT_NAMESPACE
+    manage_jobs_without_queue_name: bool = False
+    managed_jobs_namespace_selector: dict[str, Any] = field(default_factory=dict)
+    wait_for_pods_ready: WaitForPodsReady | None = None
+    frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS
+    external_frameworks: tuple[str, ...] = ()
+    label_keys_to_copy: tuple[str, ...] = ()
+    fair_sharing: FairSharing | None = None
+    exclude_resource_prefixes: tuple[str, ...] = ()
+    transformations: tuple[Transformation, ...] = ()
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+    multikueue: MultiKueueSettings = field(default_factory=MultiKueueSettings)
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def pod_integration_enabled(self) -> bool:
+        """Enabling LeaderWorkerSet implicitly enables the pod integration, as upstream."""
+        return "pod" in self.frameworks or "leaderworkerset.x-k8s.io/leaderworkerset" in self.frameworks
+
+
+def default_namespace_selector(namespace: str) -> dict[str, Any]:
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+        ]
+    }
+
+
+def _valid_label_value(value: str) -> bool:
+    return (
+        len(value) <= 63 and re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?", value) is not None
+    )
+
+
+def parse_config(data: Any, source: str = "<config>") -> Configuration:
+    """Validate and default a v1beta1 Configuration given as a dict; ConfigError lists every problem."""
+    if data is None:
+        data = {}
+    problems: list[str] = []
+    if not isinstance(data, dict):
+        raise ConfigError(source, ["the file must hold one YAML object (a Configuration)"])
+    if data.get("apiVersion", API_VERSION) != API_VERSION:
+        problems.append(f'apiVersion: must be "{API_VERSION}", got {data.get("apiVersion")!r}')
+    if data.get("kind", KIND) != KIND:
+        problems.append(f'kind: must be "{KIND}", got {data.get("kind")!r}')
+    _check(data, SCHEMA, "", problems)
+    if problems:
+        raise ConfigError(source, problems)
+
+    warnings: list[str] = []
+    namespace = data.get("namespace") or DEFAULT_NAMESPACE
+
+    wfpr_raw = data.get("waitForPodsReady") or {}
+    wait_for_pods_ready = None
+    if wfpr_raw.get("enable", False):
+        timeout = parse_duration(wfpr_raw.get("timeout", "5m"))
+        if timeout <= 0:
+            problems.append("waitForPodsReady.timeout: must be greater than 0")
+        rs_raw = wfpr_raw.get("requeuingStrategy") or {}
+        timestamp = rs_raw.get("timestamp", "Eviction")
+        if timestamp not in ("Eviction", "Creation"):
+            problems.append(
+                "waitForPodsReady.requeuingStrategy.timestamp: "
+                f'must be "Eviction" or "Creation", got {timestamp!r}'
+            )
+        for key in ("backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"):
+            if rs_raw.get(key, 0) < 0:
+                problems.append(
+                    f"waitForPodsReady.requeuingStrategy.{key}: must be greater than or equal to 0"
+                )
+        recovery = wfpr_raw.get("recoveryTimeout")
+        wait_for_pods_ready = WaitForPodsReady(
+            timeout_seconds=timeout,
+            block_admission=wfpr_raw.get("blockAdmission", True),
+            recovery_timeout_seconds=parse_duration(recovery) if recovery is not None else None,
+            requeuing=RequeuingStrategy(
+                timestamp=timestamp,
+                backoff_limit_count=rs_raw.get("backoffLimitCount"),
+                backoff_base_seconds=rs_raw.get("backoffBaseSeconds", DEFAULT_BACKOFF_BASE_SECONDS),
+                backoff_max_seconds=rs_raw.get("backoffMaxSeconds", DEFAULT_BACKOFF_MAX_SECONDS),
+            ),
+        )
+
+    integrations = data.get("integrations") or {}
+    frameworks = tuple(integrations.get("frameworks") or DEFAULT_FRAMEWORKS)
+    seen: set[str] = set()
+    for i, name in enumerate(frameworks):
+        if name in seen:
+            problems.append(f'integrations.frameworks[{i}]: duplicate framework "{name}"')
+        seen.add(name)
+        if name not in KNOWN_FRAMEWORKS:
+            hint = difflib.get_close_matches(name, sorted(KNOWN_FRAMEWORKS), n=1)
+            problems.append(
+                f'integrations.frameworks[{i}]: unknown framework "{name}"'
+                + (f' (did you mean "{hint[0]}"?)' if hint else "")
+            )
+        elif name not in SUPPORTED_FRAMEWORKS:
+            warnings.append(
+                f'integrations.frameworks: "{name}" is not implemented by this agent and is ignored'
+            )
+    if "podOptions" in integrations:
+        warnings.append("integrations.podOptions is deprecated and ignored; use managedJobsNamespaceSelector")
+
+    fair_sharing = None
+    fs_raw = data.get("fairSharing") or {}
+    if fs_raw.get("enable", False):
+        strategies = tuple(fs_raw.get("preemptionStrategies") or DEFAULT_FAIR_SHARING_STRATEGIES)
+        if strategies not in ALLOWED_FAIR_SHARING_STRATEGIES:
+            allowed = "; ".join("[" + ", ".join(s) + "]" for s in ALLOWED_FAIR_SHARING_STRATEGIES)
+            problems.append(
+                f"fairSharing.preemptionStrategies: must be one of {allowed}, got {list(strategies)}"
+            )
+        fair_sharing = FairSharing(strategies)
+
+    resources = data.get("resources") or {}
+    transformations = []
+    inputs: set[str] = set()
+    for i, t in enumerate(resources.get("transformations") or []):
+        if "input" not in t:
+            problems.append(f"resources.transformations[{i}].input: required")
+            continue
+        if t["input"] in inputs:
+            problems.append(f'resources.transformations[{i}].input: duplicate input "{t["input"]}"')
+        inputs.add(t["input"])
+        strategy = t.get("strategy", "Retain")
+        if strategy not in ("Retain", "Replace"):
+            problems.append(f'resources.transformations[{i}].strategy: must be "Retain" or "Replace"')
+        transformations.append(
+            Transformation(t["input"], strategy, dict(t.get("outputs") or {}), t.get("multiplyBy"))
+        )
+
+    client = data.get("clientConnection") or {}
+    qps, burst = float(client.get("qps", DEFAULT_QPS)), int(client.get("burst", DEFAULT_BURST))
+    if qps <= 0 or burst <= 0:
+        problems.append("clientConnection: qps and burst must be greater than 0")
+
+    mk_raw = data.get("multiKueue") or {}
+    multikueue = MultiKueueSettings(
+        gc_interval_seconds=parse_duration(mk_raw.get("gcInterval", "1m")),
+        origin=mk_raw.get("origin", DEFAULT_MULTIKUEUE_ORIGIN),
+        worker_lost_timeout_seconds=parse_duration(mk_raw.get("workerLostTimeout", "15m")),
+        dispatcher_name=mk_raw.get("dispatcherName", DEFAULT_MULTIKUEUE_DISPATCHER),
+    )
+    if multikueue.gc_interval_seconds < 0:
+        problems.append("multiKueue.gcInterval: must be greater than or equal to 0")
+    if multikueue.worker_lost_timeout_seconds < 0:
+        problems.append("multiKueue.workerLostTimeout: must be greater than or equal to 0")
+    if not multikueue.origin or not _valid_label_value(multikueue.origin):
+        problems.append(f"multiKueue.origin: {multikueue.origin!r} is not a valid label value")
+
+    selector = data.get("managedJobsNamespaceSelector") or default_namespace_selector(namespace)
+    if problems:
+        raise ConfigError(source, problems)
+    return Configuration(
+        namespace=namespace,
+        manage_jobs_without_queue_name=bool(data.get("manageJobsWithoutQueueName", False)),
+        managed_jobs_namespace_selector=selector,
+        wait_for_pods_ready=wait_for_pods_ready,
+        frameworks=frameworks,
+        external_frameworks=tuple(integrations.get("externalFrameworks") or ()),
+        label_keys_to_copy=tuple(integrations.get("labelKeysToCopy") or ()),
+        fair_sharing=fair_sharing,
+        exclude_resource_prefixes=tuple(resources.get("excludeResourcePrefixes") or ()),
+        transformations=tuple(transformations),
+        qps=qps,
+        burst=burst,
+        multikueue=multikueue,
+        feature_gates=dict(data.get("featureGates") or {}),
+        warnings=tuple(warnings),
+    )
+
+
+def load_config(path: str | Path | None) -> Configuration:
+    """Read and validate the file given with --config; no file means all defaults."""
+    if path is None:
+        return parse_config({}, "<defaults>")
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(source, [f"cannot read the file: {e.strerror}"]) from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(source, [f"not valid YAML: {e}"]) from e
+    return parse_config(data, source)

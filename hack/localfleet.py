@@ -1372,6 +1372,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="what is up")
     sub.add_parser("env", help="print shell exports for the running fleet")
     args = parser.parse_args(argv)
+    # Piped into `head` and the like: end quietly, as shell tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     handlers = {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env}
     try:
         handlers[args.command](args)

@@ -1,1 +1,71 @@
-"""engine."""
+"""Pure admission engine: snapshot, request computation, quota math, flavor assignment, queue
+ordering, preemption and fair sharing. No I/O, no asyncio, no Kubernetes client imports."""
+
+from .fairsharing import Share, dominant_resource_share
+from .flavorassigner import Assignment, FlavorAssigner, Mode, PreemptionMode, assign_flavors
+from .ordering import ClusterQueuePending, QueueManager, queue_order_key
+from .preemption import Preemptor, Target, policy_allows
+from .requests import (
+    LimitRangeDefaults,
+    PodSetRequests,
+    RequestConfig,
+    Transformation,
+    pod_requests,
+    podset_requests,
+)
+from .resources import format_amount, parse_quantity, quantity_amount
+from .scheduler import Admit, CycleResult, Preempt, Requeue, Scheduler, SchedulerConfig, run_until_idle
+from .snapshot import (
+    Admission,
+    ClusterQueue,
+    Cohort,
+    PodSetAssignment,
+    ResourceFlavor,
+    Snapshot,
+    WorkloadInfo,
+    available,
+    borrowing_level,
+    potential_available,
+)
+
+__all__ = [
+    "Admission",
+    "Admit",
+    "Assignment",
+    "ClusterQueue",
+    "ClusterQueuePending",
+    "Cohort",
+    "CycleResult",
+    "FlavorAssigner",
+    "LimitRangeDefaults",
+    "Mode",
+    "PodSetAssignment",
+    "PodSetRequests",
+    "Preempt",
+    "PreemptionMode",
+    "Preemptor",
+    "QueueManager",
+    "RequestConfig",
+    "Requeue",
+    "ResourceFlavor",
+    "Scheduler",
+    "SchedulerConfig",
+    "Share",
+    "Snapshot",
+    "Target",
+    "Transformation",
+    "WorkloadInfo",
+    "assign_flavors",
+    "available",
+    "borrowing_level",
+    "dominant_resource_share",
+    "format_amount",
+    "parse_quantity",
+    "pod_requests",
+    "podset_requests",
+    "policy_allows",
+    "potential_available",
+    "quantity_amount",
+    "queue_order_key",
+    "run_until_idle",
+]

@@ -1,0 +1,243 @@
+"""Pending workloads per ClusterQueue: the heap of §3.3 and the requeue rules of §3.2.
+
+Each ClusterQueue has an active heap (priority desc, queue-order timestamp asc, UID), an
+inadmissible map for parked workloads and an inflight slot. The heap is lazy: updates push a new
+entry and stale ones are skipped on pop, so every operation is O(log n).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+
+from kube_runtime import api
+
+from .snapshot import WorkloadInfo
+
+
+def queue_order_key(wl: WorkloadInfo) -> tuple:
+    """Heap order (§3.3 rules 3-5): higher priority, then earlier queue-order timestamp, then UID."""
+    return (-wl.priority, wl.order_time, wl.uid or wl.key)
+
+
+def backoff_expired(wl: WorkloadInfo, now: float) -> bool:
+    """Requeued=False or a future requeueAt keeps a workload out of the heap (§3.2 step 3)."""
+    if wl.requeued_false:
+        return False
+    return wl.requeue_at is None or wl.requeue_at <= now
+
+
+class ClusterQueuePending:
+    """The pending workloads of one ClusterQueue."""
+
+    def __init__(self, name: str, strategy: str = api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO) -> None:
+        self.name = name
+        self.strategy = strategy
+        self._heap: list[tuple[tuple, int, str]] = []
+        self._entry_seq: dict[str, int] = {}
+        self.items: dict[str, WorkloadInfo] = {}
+        self.inadmissible: dict[str, WorkloadInfo] = {}
+        self.inflight: WorkloadInfo | None = None
+        self.preemptor_key: str | None = None
+        self._flushed_since_pop = False
+        self._moved_hashes: dict[tuple, str] = {}
+        self._by_hash: dict[tuple, set[str]] = {}
+        self._seq = itertools.count()
+
+    @property
+    def best_effort(self) -> bool:
+        return self.strategy != api.QUEUEING_STRATEGY_STRICT_FIFO
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def pending(self) -> int:
+        """`status.pendingWorkloads`: heap plus inadmissible (plus the inflight head)."""
+        return len(self.items) + len(self.inadmissible) + (1 if self.inflight is not None else 0)
+
+    # -- heap primitives -------------------------------------------------------------------------
+
+    def _heap_push(self, wl: WorkloadInfo) -> None:
+        seq = next(self._seq)
+        self._entry_seq[wl.key] = seq
+        self.items[wl.key] = wl
+        heapq.heappush(self._heap, (queue_order_key(wl), seq, wl.key))
+        if self.best_effort:
+            self._by_hash.setdefault(wl.scheduling_hash(), set()).add(wl.key)
+
+    def _heap_remove(self, key: str) -> WorkloadInfo | None:
+        wl = self.items.pop(key, None)
+        if wl is None:
+            return None
+        self._entry_seq.pop(key, None)
+        if self.best_effort:
+            keys = self._by_hash.get(wl.scheduling_hash())
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_hash[wl.scheduling_hash()]
+        if len(self._heap) > 64 and len(self._heap) > 3 * len(self.items):
+            self._heap = [e for e in self._heap if self._entry_seq.get(e[2]) == e[1]]
+            heapq.heapify(self._heap)
+        return wl
+
+    def _sort_first(self) -> str | None:
+        if self.best_effort and self.preemptor_key in self.items:
+            return self.preemptor_key
+        while self._heap:
+            _, seq, key = self._heap[0]
+            if self._entry_seq.get(key) == seq:
+                return key
+            heapq.heappop(self._heap)
+        return None
+
+    # -- operations ------------------------------------------------------------------------------
+
+    def push_or_update(self, wl: WorkloadInfo, now: float = 0.0) -> None:
+        """A workload added or updated by an event (§3.2 PushOrUpdate)."""
+        if self.inflight is not None and self.inflight.key == wl.key:
+            self.inflight = wl
+            return
+        if wl.key in self.inadmissible:
+            del self.inadmissible[wl.key]
+        if wl.key not in self.items and not backoff_expired(wl, now):
+            self.inadmissible[wl.key] = wl
+            return
+        if self.best_effort and wl.key not in self.items and wl.scheduling_hash() in self._moved_hashes:
+            self.inadmissible[wl.key] = wl
+            return
+        if wl.key in self.items:
+            self._heap_remove(wl.key)
+        self._heap_push(wl)
+
+    def delete(self, key: str) -> None:
+        self._heap_remove(key)
+        self.inadmissible.pop(key, None)
+        if self.inflight is not None and self.inflight.key == key:
+            self.inflight = None
+        if self.preemptor_key == key:
+            self.preemptor_key = None
+
+    def peek(self) -> WorkloadInfo | None:
+        key = self._sort_first()
+        return self.items[key] if key is not None else None
+
+    def pop(self) -> WorkloadInfo | None:
+        key = self._sort_first()
+        if key is None:
+            return None
+        wl = self._heap_remove(key)
+        self.inflight = wl
+        self._flushed_since_pop = False
+        return wl
+
+    def requeue_if_not_present(self, wl: WorkloadInfo, reason: str, now: float = 0.0) -> bool:
+        """Put back a head the scheduler did not admit (§3.2). Returns True when it went to the heap."""
+        if self.inflight is not None and self.inflight.key == wl.key:
+            self.inflight = None
+        if wl.key in self.items or wl.key in self.inadmissible:
+            return wl.key in self.items
+        if reason in (api.REQUEUE_PENDING_PREEMPTION, api.REQUEUE_PENDING_MIGRATION):
+            self.preemptor_key = wl.key
+        if self.best_effort:
+            immediate = reason in api.IMMEDIATE_BEST_EFFORT_REASONS
+        else:
+            immediate = reason != api.REQUEUE_NAMESPACE_MISMATCH
+        expired = backoff_expired(wl, now)
+        if not immediate and expired:
+            pending_flavors = wl.last_assignment is not None and wl.last_assignment.pending_flavors()
+            immediate = self._flushed_since_pop or pending_flavors
+        if immediate and expired:
+            self._heap_push(wl)
+            return True
+        self.inadmissible[wl.key] = wl
+        if self.best_effort and reason in (api.REQUEUE_NO_FIT, api.REQUEUE_PREEMPTION_NO_CANDIDATES):
+            self._bulk_move(wl, reason)
+        return False
+
+    def _bulk_move(self, wl: WorkloadInfo, reason: str) -> None:
+        """Park every heap workload equivalent to a failed head (SchedulingEquivalenceHashing)."""
+        h = wl.scheduling_hash()
+        self._moved_hashes[h] = reason
+        for key in list(self._by_hash.get(h, ())):
+            moved = self._heap_remove(key)
+            if moved is not None:
+                self.inadmissible[key] = moved
+
+    def flush_inadmissible(self, now: float = 0.0, namespace_matches=None) -> int:
+        """Move parked workloads whose backoff expired back to the heap (§3.2 inadmissible flush)."""
+        self._moved_hashes.clear()
+        self._flushed_since_pop = True
+        moved = 0
+        for key, wl in list(self.inadmissible.items()):
+            if not backoff_expired(wl, now):
+                continue
+            if namespace_matches is not None and not namespace_matches(wl):
+                continue
+            del self.inadmissible[key]
+            self._heap_push(wl)
+            moved += 1
+        return moved
+
+
+class QueueManager:
+    """All ClusterQueues' pending structures, with the pop-one-head-per-CQ step of §3.4."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, ClusterQueuePending] = {}
+        self._where: dict[str, str] = {}
+
+    def ensure(
+        self, cq_name: str, strategy: str = api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO
+    ) -> ClusterQueuePending:
+        queue = self.queues.get(cq_name)
+        if queue is None:
+            queue = self.queues[cq_name] = ClusterQueuePending(cq_name, strategy)
+        else:
+            queue.strategy = strategy
+        return queue
+
+    def push(self, wl: WorkloadInfo, now: float = 0.0) -> None:
+        old = self._where.get(wl.key)
+        if old is not None and old != wl.cluster_queue:
+            self.queues[old].delete(wl.key)
+        self._where[wl.key] = wl.cluster_queue
+        self.ensure(wl.cluster_queue).push_or_update(wl, now)
+
+    def delete(self, key: str) -> None:
+        cq = self._where.pop(key, None)
+        if cq is not None:
+            self.queues[cq].delete(key)
+
+    def heads(self, active: Iterable[str] | None = None) -> list[WorkloadInfo]:
+        """Pop exactly one workload from every (active) ClusterQueue."""
+        names = self.queues.keys() if active is None else active
+        heads = []
+        for name in names:
+            queue = self.queues.get(name)
+            if queue is None:
+                continue
+            wl = queue.pop()
+            if wl is not None:
+                heads.append(wl)
+        return heads
+
+    def requeue(self, wl: WorkloadInfo, reason: str, now: float = 0.0) -> bool:
+        return self.ensure(wl.cluster_queue).requeue_if_not_present(wl, reason, now)
+
+    def admitted(self, key: str) -> None:
+        """The workload left the queues because it now holds quota."""
+        cq = self._where.pop(key, None)
+        if cq is not None:
+            self.queues[cq].delete(key)
+
+    def flush(self, cq_names: Iterable[str], now: float = 0.0, namespace_matches=None) -> int:
+        return sum(
+            self.queues[name].flush_inadmissible(now, namespace_matches)
+            for name in cq_names
+            if name in self.queues
+        )
+
+    def pending(self) -> int:
+        return sum(q.pending() for q in self.queues.values())

@@ -130,14 +130,7 @@ class EventRecorder:
         """Write series counts held back by `min_patch_interval` (call on shutdown). Never raises."""
         async with self._lock:
             for series in list(self._cache.values()):
-                if series.count != series.written_count:
-                    try:
-                        await self._write_series(series)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as exc:
-                        self.dropped += 1
-                        log.warning("dropping event series update", error=str(exc) or type(exc).__name__)
+                await self._write_held_back(series)
 
     async def _record(
         self, regarding: Obj, type: str, reason: str, action: str, note: str, related: Obj | None
@@ -208,6 +201,18 @@ class EventRecorder:
         series.written_count = series.count
         series.last_write = self._clock.monotonic()
 
+    async def _write_held_back(self, series) -> None:
+        """Write a series count that was held back; an API error drops it (counted), never raises."""
+        if series.count == series.written_count:
+            return
+        try:
+            await self._write_series(series)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.dropped += 1
+            log.warning("dropping event series update", error=str(exc) or type(exc).__name__)
+
     async def _expire(self, now_mono: float) -> None:
         """Forget series idle for longer than the window, writing a final count first if one is held back."""
         stale = [k for k, s in self._cache.items() if now_mono - s.last_seen > self._series_window]
@@ -215,11 +220,4 @@ class EventRecorder:
             stale.append(next(k for k in self._cache if k not in stale))
         for key in stale:
             series = self._cache.pop(key)
-            if series.count != series.written_count:
-                try:
-                    await self._write_series(series)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self.dropped += 1
-                    log.warning("dropping event series update", error=str(exc) or type(exc).__name__)
+            await self._write_held_back(series)

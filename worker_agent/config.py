@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from worker_agent.engine.requests import RequestConfig
+
 API_VERSION = "config.kueue.x-k8s.io/v1beta1"
 KIND = "Configuration"
 
@@ -282,14 +284,6 @@ class FairSharing:
 
 
 @dataclass(frozen=True)
-class Transformation:
-    input: str
-    strategy: str
-    outputs: dict[str, Any]
-    multiply_by: Any = None
-
-
-@dataclass(frozen=True)
 class MultiKueueSettings:
     gc_interval_seconds: float = DEFAULT_MULTIKUEUE_GC_INTERVAL
     origin: str = DEFAULT_MULTIKUEUE_ORIGIN
@@ -307,8 +301,8 @@ class Configuration:
     external_frameworks: tuple[str, ...] = ()
     label_keys_to_copy: tuple[str, ...] = ()
     fair_sharing: FairSharing | None = None
-    exclude_resource_prefixes: tuple[str, ...] = ()
-    transformations: tuple[Transformation, ...] = ()
+    # `resources` (excludeResourcePrefixes, transformations) as the engine's request computation uses it.
+    requests: RequestConfig = field(default_factory=RequestConfig)
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
     multikueue: MultiKueueSettings = field(default_factory=MultiKueueSettings)
@@ -416,7 +410,6 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         fair_sharing = FairSharing(strategies)
 
     resources = data.get("resources") or {}
-    transformations = []
     inputs: set[str] = set()
     for i, t in enumerate(resources.get("transformations") or []):
         if "input" not in t:
@@ -425,12 +418,14 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         if t["input"] in inputs:
             problems.append(f'resources.transformations[{i}].input: duplicate input "{t["input"]}"')
         inputs.add(t["input"])
-        strategy = t.get("strategy", "Retain")
-        if strategy not in ("Retain", "Replace"):
+        if t.get("strategy", "Retain") not in ("Retain", "Replace"):
             problems.append(f'resources.transformations[{i}].strategy: must be "Retain" or "Replace"')
-        transformations.append(
-            Transformation(t["input"], strategy, dict(t.get("outputs") or {}), t.get("multiplyBy"))
-        )
+    requests = RequestConfig()
+    if not problems:
+        try:
+            requests = RequestConfig.from_dict(resources)
+        except ValueError as e:
+            problems.append(f"resources.transformations: {e}")
 
     client = data.get("clientConnection") or {}
     qps, burst = float(client.get("qps", DEFAULT_QPS)), int(client.get("burst", DEFAULT_BURST))
@@ -463,8 +458,7 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         external_frameworks=tuple(integrations.get("externalFrameworks") or ()),
         label_keys_to_copy=tuple(integrations.get("labelKeysToCopy") or ()),
         fair_sharing=fair_sharing,
-        exclude_resource_prefixes=tuple(resources.get("excludeResourcePrefixes") or ()),
-        transformations=tuple(transformations),
+        requests=requests,
         qps=qps,
         burst=burst,
         multikueue=multikueue,

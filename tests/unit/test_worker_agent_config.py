@@ -83,7 +83,8 @@ def test_a_full_upstream_v1beta1_file_is_accepted_with_its_values(tmp_path):
     assert cfg.pod_integration_enabled  # LWS implies pod
     assert cfg.label_keys_to_copy == ("team",)
     assert cfg.fair_sharing.preemption_strategies == ("LessThanInitialShare",)
-    assert cfg.transformations[0].strategy == "Replace"
+    assert cfg.requests.transformations[0].strategy == "Replace"
+    assert cfg.requests.exclude_resource_prefixes == ("example.com/",)
     assert cfg.multikueue.gc_interval_seconds == 30 and cfg.multikueue.origin == "my-manager"
     assert cfg.multikueue.worker_lost_timeout_seconds == 300
     assert cfg.feature_gates == {"PartialAdmission": True}
@@ -258,3 +259,9 @@ def test_go_durations(text, seconds):
 def test_bad_durations(text):
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration(text)
+
+
+def test_a_bad_quantity_in_a_transformation_is_refused():
+    problems = problems_of({"resources": {"transformations": [{"input": "a", "outputs": {"b": "lots"}}]}})
+    assert len(problems) == 1 and problems[0].startswith("resources.transformations:")
+    assert "lots" in problems[0]

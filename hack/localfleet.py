@@ -643,11 +643,24 @@ def stop_processes(processes: list[dict], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(pid_alive(p["pid"]) for p in live):
         time.sleep(0.1)
-    for p in live:
+    stubborn = [p for p in live if pid_alive(p["pid"])]
+    if stubborn:
+        names = ", ".join(f"{p['cluster']}/{p['component']}" for p in stubborn)
+        log(f"still running {timeout:.0f}s after SIGTERM, sending SIGKILL: {names}")
+    for p in stubborn:
         try:
             os.killpg(p["pgid"], signal.SIGKILL)
         except ProcessLookupError:
             pass
+    # SIGKILL is delivered asynchronously: wait until the kernel has really taken them down, so that
+    # `down` returning means "none of our processes runs any more".
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and any(pid_alive(p["pid"]) for p in stubborn):
+        time.sleep(0.05)
+    left = [p for p in stubborn if pid_alive(p["pid"])]
+    if left:
+        names = ", ".join(f"{p['cluster']}/{p['component']} (pid {p['pid']})" for p in left)
+        raise FleetError(f"these processes survived SIGKILL: {names}")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -307,6 +307,14 @@ class Configuration:
     burst: int = DEFAULT_BURST
     multikueue: MultiKueueSettings = field(default_factory=MultiKueueSettings)
     feature_gates: dict[str, bool] = field(default_factory=dict)
+    leader_elect: bool = True
+    leader_election_id: str = DEFAULT_LEADER_ELECTION_ID
+    leader_election_namespace: str = DEFAULT_NAMESPACE
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    metrics_bind_address: str = DEFAULT_METRICS_BIND_ADDRESS
+    health_probe_bind_address: str = DEFAULT_HEALTH_PROBE_BIND_ADDRESS
     warnings: tuple[str, ...] = ()
 
     @property
@@ -447,6 +455,22 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         problems.append(f"multiKueue.origin: {multikueue.origin!r} is not a valid label value")
 
     selector = data.get("managedJobsNamespaceSelector") or default_namespace_selector(namespace)
+    le_raw = data.get("leaderElection") or {}
+    leader_election = {
+        "leader_elect": bool(le_raw.get("leaderElect", True)),
+        "leader_election_id": le_raw.get("resourceName") or DEFAULT_LEADER_ELECTION_ID,
+        "leader_election_namespace": le_raw.get("resourceNamespace") or namespace,
+        "lease_duration_seconds": parse_duration(le_raw.get("leaseDuration", "15s")),
+        "renew_deadline_seconds": parse_duration(le_raw.get("renewDeadline", "10s")),
+        "retry_period_seconds": parse_duration(le_raw.get("retryPeriod", "2s")),
+    }
+    if not (
+        leader_election["lease_duration_seconds"]
+        > leader_election["renew_deadline_seconds"]
+        > leader_election["retry_period_seconds"]
+        > 0
+    ):
+        problems.append("leaderElection: leaseDuration > renewDeadline > retryPeriod > 0 must hold")
     if problems:
         raise ConfigError(source, problems)
     return Configuration(
@@ -463,7 +487,11 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         burst=burst,
         multikueue=multikueue,
         feature_gates=dict(data.get("featureGates") or {}),
+        metrics_bind_address=(data.get("metrics") or {}).get("bindAddress") or DEFAULT_METRICS_BIND_ADDRESS,
+        health_probe_bind_address=(data.get("health") or {}).get("healthProbeBindAddress")
+        or DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
         warnings=tuple(warnings),
+        **leader_election,
     )
 
 

@@ -24,3 +24,15 @@ async def namespace(kube, request):
     await kube.create(api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
     await kube.delete(api.NAMESPACE, name)
+
+
+@pytest.fixture
+async def cluster(kube, namespace, fleet):
+    """Shortcuts over the test namespace; cluster-scoped objects it creates are deleted afterwards."""
+    from admission_kit import Cleanup, Cluster
+
+    cleanup = Cleanup(kube)
+    shortcuts = Cluster(kube, namespace, cleanup)
+    shortcuts.fleet = fleet
+    yield shortcuts
+    await cleanup.run()

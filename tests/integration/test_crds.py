@@ -20,6 +20,7 @@ CRD_NAMES = [
     for plural in (
         "resourceflavors",
         "clusterqueues",
+        "cohorts",
         "localqueues",
         "workloads",
         "workloadpriorityclasses",
@@ -229,6 +230,33 @@ def test_cluster_queue_in_a_cohort_with_limits_checks_and_deprecated_fungibility
     assert spec["preemption"]["withinClusterQueue"] == "Never"
 
 
+def test_cohorts_with_quota_and_a_parent_are_accepted(objects: Objects):
+    root = obj(
+        "Cohort",
+        unique("co-root"),
+        {"spec": {"resourceGroups": quota_group(nominalQuota="10"), "fairSharing": {}}},
+    )
+    spec = objects.created_object(root, dry_run=True)["spec"]
+    assert spec["fairSharing"] == {"weight": 1}
+    assert spec["resourceGroups"][0]["flavors"][0]["resources"] == [{"name": "cpu", "nominalQuota": "10"}]
+
+    # Limits are allowed under a parent, and unlike on a ClusterQueue lendingLimit may exceed nominalQuota.
+    child = obj(
+        "Cohort",
+        unique("co-child"),
+        {
+            "spec": {
+                "parentName": "some-parent",
+                "resourceGroups": quota_group(nominalQuota="2", borrowingLimit="1", lendingLimit="5"),
+                "fairSharing": {"weight": "500m"},
+            }
+        },
+    )
+    spec = objects.created_object(child, dry_run=True)["spec"]
+    assert spec["parentName"] == "some-parent"
+    assert spec["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] == "5"
+
+
 def test_resource_flavor_local_queue_and_priority_class_are_accepted(objects: Objects):
     flavor = obj(
         "ResourceFlavor",
@@ -407,6 +435,26 @@ INVALID = {
         "ClusterQueue",
         {"spec": {"admissionChecks": ["a"], "admissionChecksStrategy": {"admissionChecks": [{"name": "a"}]}}},
         ["spec.admissionChecksStrategy", "admissionChecks and admissionChecksStrategy cannot both be set"],
+    ),
+    "co-borrowing-limit-without-parent": (
+        "Cohort",
+        {"spec": {"resourceGroups": quota_group(nominalQuota=1, borrowingLimit=1)}},
+        ["spec.resourceGroups", f"borrowingLimit {api.MSG_LIMIT_NEEDS_PARENT}"],
+    ),
+    "co-lending-limit-without-parent": (
+        "Cohort",
+        {"spec": {"resourceGroups": quota_group(nominalQuota=1, lendingLimit=1)}},
+        ["spec.resourceGroups", f"lendingLimit {api.MSG_LIMIT_NEEDS_PARENT}"],
+    ),
+    "co-garbage-weight": (
+        "Cohort",
+        {"spec": {"fairSharing": {"weight": "heavy"}}},
+        ["spec.fairSharing.weight", "should match"],
+    ),
+    "co-bad-parent-name": (
+        "Cohort",
+        {"spec": {"parentName": "Not_A_Name"}},
+        ["spec.parentName", "should match"],
     ),
     "wl-garbage-quantity": (
         "Workload",
@@ -631,6 +679,31 @@ def test_get_cluster_queues_and_local_queues_print_upstream_columns(fleet, objec
     mkc_name = unique("mkc-columns")
     objects.create(obj("MultiKueueCluster", mkc_name, {"spec": {"kubeConfig": {"location": "s"}}}))
     assert headers(fleet.kubectl(CLUSTER, "get", "mkc", mkc_name).stdout) == ["NAME", "CONNECTED", "AGE"]
+
+
+def test_get_cohorts_prints_name_and_age(fleet, objects: Objects):
+    name = unique("co-columns")
+    objects.create(obj("Cohort", name, {"spec": {"parentName": "columns-root"}}))
+    out = fleet.kubectl(CLUSTER, "get", "co", name).stdout
+    assert headers(out) == ["NAME", "AGE"]
+    assert re.split(r"\s{2,}", out.splitlines()[1].strip())[0] == name
+    assert headers(fleet.kubectl(CLUSTER, "get", "cohorts", name, "-o", "wide").stdout) == ["NAME", "AGE"]
+    res = fleet.kubectl(CLUSTER, "get", "co", name, "-o", "name")
+    assert res.stdout.strip() == f"cohort.{api.GROUP}/{name}"
+
+
+def test_cohort_status_subresource_keeps_the_weighted_share(fleet, objects: Objects):
+    name = unique("co-status")
+    objects.create(obj("Cohort", name, {"spec": {}}))
+    res = objects.patch("Cohort", name, {"status": {"fairSharing": {"weightedShare": 250}}}, status=True)
+    assert res.returncode == 0, res.stderr
+    stored = json.loads(fleet.kubectl(CLUSTER, "get", "co", name, "-o", "json").stdout)
+    assert stored["status"] == {"fairSharing": {"weightedShare": 250}}
+    # A spec write does not touch status.
+    res = objects.patch("Cohort", name, {"spec": {"parentName": "other-root"}, "status": {}})
+    assert res.returncode == 0, res.stderr
+    stored = json.loads(fleet.kubectl(CLUSTER, "get", "co", name, "-o", "json").stdout)
+    assert stored["status"]["fairSharing"]["weightedShare"] == 250
 
 
 # ---------------------------------------------------------------------------------------------

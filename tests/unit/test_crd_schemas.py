@@ -25,6 +25,7 @@ PRESERVE_UNKNOWN_ALLOWED = re.compile(r"^Workload:\.spec\.podSets\[\]\.template(
 NAMES = {
     "ResourceFlavor": ("resourceflavors", "resourceflavor", "Cluster", ["flavor", "flavors", "rf"], False),
     "ClusterQueue": ("clusterqueues", "clusterqueue", "Cluster", ["cq"], True),
+    "Cohort": ("cohorts", "cohort", "Cluster", ["co"], True),
     "LocalQueue": ("localqueues", "localqueue", "Namespaced", ["queue", "queues", "lq"], True),
     "Workload": ("workloads", "workload", "Namespaced", ["kwl", "kueueworkload", "kueueworkloads"], True),
     "WorkloadPriorityClass": ("workloadpriorityclasses", "workloadpriorityclass", "Cluster", ["wpc"], False),
@@ -63,6 +64,7 @@ PRINTER_COLUMNS = {
 # What `kubectl get <kind>` (and `-o wide`) prints as headers.
 HEADERS = {
     "ResourceFlavor": (["NAME", "AGE"], ["NAME", "AGE"]),
+    "Cohort": (["NAME", "AGE"], ["NAME", "AGE"]),
     "AdmissionCheck": (["NAME", "AGE"], ["NAME", "AGE"]),
     "MultiKueueConfig": (["NAME", "AGE"], ["NAME", "AGE"]),
     "ClusterQueue": (
@@ -158,9 +160,8 @@ def test_names_scope_and_version(kind: str):
 
 
 def test_names_match_the_api_constants():
+    assert {resource.kind for resource in api.KUEUE_RESOURCES} == set(CRDS)
     for resource in api.KUEUE_RESOURCES:
-        if resource.kind not in CRDS:
-            continue  # Cohort: not part of this set
         plural, _, scope, _, _ = NAMES[resource.kind]
         assert (resource.plural, resource.namespaced) == (plural, scope == "Namespaced")
 
@@ -323,6 +324,9 @@ def test_every_quantity_uses_the_kubernetes_quantity_pattern():
         "ClusterQueue:.spec.resourceGroups[].flavors[].resources[].borrowingLimit",
         "ClusterQueue:.spec.resourceGroups[].flavors[].resources[].lendingLimit",
         "ClusterQueue:.status.flavorsUsage[].resources[].total",
+        "Cohort:.spec.resourceGroups[].flavors[].resources[].nominalQuota",
+        "Cohort:.spec.resourceGroups[].flavors[].resources[].lendingLimit",
+        "Cohort:.spec.fairSharing.weight",
         "Workload:.spec.podSets[].template.spec.containers[].resources.requests{}",
         "Workload:.spec.podSets[].template.spec.initContainers[].resources.limits{}",
         "Workload:.status.admission.podSetAssignments[].resourceUsage{}",
@@ -407,6 +411,52 @@ def test_cluster_queue_preemption_and_fungibility_defaults():
     assert set(props["whenCanBorrow"]["enum"]) == {"MayStopSearch", "TryNextFlavor", "Borrow"}
     assert set(props["whenCanPreempt"]["enum"]) == {"MayStopSearch", "TryNextFlavor", "Preempt"}
     assert props["preference"]["enum"] == ["BorrowingOverPreemption", "PreemptionOverBorrowing"]
+
+
+def without_descriptions(schema_node: object) -> object:
+    if isinstance(schema_node, dict):
+        return {k: without_descriptions(v) for k, v in schema_node.items() if k != "description"}
+    if isinstance(schema_node, list):
+        return [without_descriptions(v) for v in schema_node]
+    return schema_node
+
+
+def test_cohort_v1beta1_fields():
+    spec = node("Cohort", "spec")
+    assert set(spec["properties"]) == {"parentName", "resourceGroups", "fairSharing"}
+    parent = node("Cohort", "spec.parentName")
+    cq_cohort = node("ClusterQueue", "spec.cohort")
+    assert (parent["type"], parent["maxLength"], parent["pattern"]) == ("string", 253, cq_cohort["pattern"])
+    # resourceGroups and fairSharing are the ClusterQueue's schemas, quantity patterns and CEL rules included.
+    assert node("Cohort", "spec.resourceGroups")["maxItems"] == 16
+    for path in ("spec.resourceGroups", "spec.fairSharing"):
+        assert without_descriptions(node("Cohort", path)) == without_descriptions(node("ClusterQueue", path))
+    assert node("Cohort", "spec.fairSharing.weight")["default"] == 1
+
+
+def test_cohort_limits_need_a_parent_and_lending_limit_is_not_capped():
+    validations = node("Cohort", "spec")["x-kubernetes-validations"]
+    assert [v["message"] for v in validations] == [
+        f"borrowingLimit {api.MSG_LIMIT_NEEDS_PARENT}",
+        f"lendingLimit {api.MSG_LIMIT_NEEDS_PARENT}",
+    ]
+    for validation, field in zip(validations, ("borrowingLimit", "lendingLimit"), strict=True):
+        assert validation["rule"].startswith("has(self.parentName) || ")
+        assert f"!has(r.{field})" in validation["rule"]
+        assert validation["fieldPath"] == ".resourceGroups"
+    rules = [v["rule"] for _, n in walk(schema("Cohort"), "") for v in n.get("x-kubernetes-validations", [])]
+    assert not any("nominalQuota" in rule for rule in rules)
+
+
+def test_cohort_status():
+    status = node("Cohort", "status")["properties"]
+    assert set(status) == {"fairSharing"}
+    assert node("Cohort", "status.fairSharing")["required"] == ["weightedShare"]
+    weighted_share = node("Cohort", "status.fairSharing.weightedShare")
+    assert (weighted_share["type"], weighted_share["format"]) == ("integer", "int64")
+    assert without_descriptions(node("Cohort", "status.fairSharing")) == without_descriptions(
+        node("ClusterQueue", "status.fairSharing")
+    )
 
 
 def test_local_queue_v1beta1_fields():

@@ -1,0 +1,153 @@
+"""Basic admission on a real kube-apiserver (spec §6 A, J, K): queues, quota, status columns,
+and the upstream conditions for missing queues."""
+
+from __future__ import annotations
+
+import pytest
+from admission_kit import (
+    cluster_queue,
+    condition,
+    condition_is,
+    eventually,
+    local_queue,
+    resource_flavor,
+    running_agent,
+    unique,
+    workload,
+)
+
+from kube_runtime import api
+
+pytestmark = pytest.mark.realcluster
+
+
+async def test_admits_as_fits_and_reports_status(kube, cluster):
+    ns = cluster.namespace
+    rf, cq = unique("default"), unique("cq")
+    await cluster.create(resource_flavor(rf))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "4"}}))
+    await cluster.create(local_queue(ns, "main", cq))
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "first", "main", {"cpu": "3"}))
+        await eventually(lambda: cluster.admitted("first"))
+        first = await cluster.wl("first")
+        assert condition_is(first, api.WORKLOAD_QUOTA_RESERVED, "True", api.REASON_QUOTA_RESERVED)
+        assert (
+            condition(first, api.WORKLOAD_QUOTA_RESERVED)["message"] == f"Quota reserved in ClusterQueue {cq}"
+        )
+        assert condition(first, api.WORKLOAD_ADMITTED)["message"] == "The workload is admitted"
+        assert first["status"]["admission"] == {
+            "clusterQueue": cq,
+            "podSetAssignments": [
+                {"name": "main", "flavors": {"cpu": rf}, "resourceUsage": {"cpu": "3"}, "count": 1}
+            ],
+        }
+
+        await cluster.create(workload(ns, "second", "main", {"cpu": "2"}))
+        reason = await eventually(lambda: cluster.pending_reason("second"))
+        assert reason == (
+            api.REASON_WAITING_FOR_QUOTA,
+            f"couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor {rf}, "
+            "1 more needed",
+        )
+
+        async def cq_status():
+            status = (await cluster.cq(cq)).get("status") or {}
+            return (
+                status
+                if status.get("pendingWorkloads") == 1 and status.get("admittedWorkloads") == 1
+                else None
+            )
+
+        status = await eventually(cq_status)
+        assert status["reservingWorkloads"] == 1
+        assert status["flavorsUsage"] == [
+            {"name": rf, "resources": [{"name": "cpu", "total": "3", "borrowed": "0"}]}
+        ]
+        assert status["flavorsReservation"] == status["flavorsUsage"]
+        active = condition({"status": status}, api.CONDITION_ACTIVE)
+        assert (active["status"], active["reason"], active["message"]) == (
+            "True",
+            "Ready",
+            "Can admit new workloads",
+        )
+
+        async def lq_status():
+            status = (await cluster.lq("main")).get("status") or {}
+            return (
+                status
+                if status.get("pendingWorkloads") == 1 and status.get("admittedWorkloads") == 1
+                else None
+            )
+
+        lq = await eventually(lq_status)
+        assert lq["flavorUsage"] == [{"name": rf, "resources": [{"name": "cpu", "total": "3"}]}]
+        assert condition({"status": lq}, api.CONDITION_ACTIVE)["reason"] == "Ready"
+
+        # kubectl shows upstream columns with these values.
+        out = cluster_kubectl(cluster, "get", "clusterqueues", cq)
+        assert out.split("\n")[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"]
+        out = cluster_kubectl(cluster, "get", "workloads", "-n", ns, "first")
+        header, row = out.strip().split("\n")
+        assert header.split()[:5] == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED"]
+        assert row.split()[:4] == ["first", "main", cq, "True"]
+
+        await cluster.finish("first")
+        await eventually(lambda: cluster.admitted("second"))
+
+
+def cluster_kubectl(cluster, *args: str) -> str:
+    fleet = cluster.fleet
+    return fleet.kubectl("manager", *args).stdout
+
+
+async def test_missing_queues_have_upstream_conditions(kube, cluster):
+    ns = cluster.namespace
+    missing_cq = unique("missing-cq")
+    await cluster.create(local_queue(ns, "orphan", missing_cq))
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "no-lq", "nowhere"))
+        await cluster.create(workload(ns, "no-cq", "orphan"))
+
+        async def lq_inactive():
+            c = condition(await cluster.lq("orphan"), api.CONDITION_ACTIVE)
+            return c if c and c["status"] == "False" else None
+
+        c = await eventually(lq_inactive)
+        assert (c["reason"], c["message"]) == (
+            "ClusterQueueDoesNotExist",
+            "Can't submit new workloads to clusterQueue",
+        )
+        assert await eventually(lambda: cluster.pending_reason("no-lq")) == (
+            "Misconfigured",
+            "LocalQueue nowhere doesn't exist",
+        )
+        assert await eventually(lambda: cluster.pending_reason("no-cq")) == (
+            "Misconfigured",
+            f"ClusterQueue {missing_cq} doesn't exist",
+        )
+
+
+async def test_cluster_queue_inactive_until_flavor_exists(kube, cluster):
+    ns = cluster.namespace
+    rf, cq = unique("late"), unique("cq")
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "4"}}))
+    await cluster.create(local_queue(ns, "main", cq))
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "w", "main"))
+
+        async def inactive():
+            c = condition(await cluster.cq(cq), api.CONDITION_ACTIVE)
+            return c if c and c["status"] == "False" else None
+
+        c = await eventually(inactive)
+        assert (c["reason"], c["message"]) == (
+            "FlavorNotFound",
+            f"Can't admit new workloads: references missing ResourceFlavor(s): {rf}.",
+        )
+        assert await eventually(lambda: cluster.pending_reason("w")) == (
+            "Suspended",
+            f"ClusterQueue {cq} is inactive",
+        )
+        await cluster.create(resource_flavor(rf))
+        await eventually(lambda: cluster.admitted("w"))

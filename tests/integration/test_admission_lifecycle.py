@@ -1,0 +1,279 @@
+"""Workload lifecycle on a real kube-apiserver (spec §6 A, F, H, I, J): preemption, admission
+checks, stop policies, deactivation, waitForPodsReady with requeue backoff, WorkloadPriorityClass."""
+
+from __future__ import annotations
+
+import pytest
+from admission_kit import (
+    cluster_queue,
+    condition,
+    condition_is,
+    consistently,
+    eventually,
+    local_queue,
+    resource_flavor,
+    running_agent,
+    unique,
+    workload,
+)
+
+from kube_runtime import api
+
+pytestmark = pytest.mark.realcluster
+
+
+async def _queue(cluster, cpu: str = "4", **cq_kwargs) -> str:
+    rf, cq = unique("rf"), unique("cq")
+    await cluster.create(resource_flavor(rf))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": cpu}}, **cq_kwargs))
+    await cluster.create(local_queue(cluster.namespace, "main", cq))
+    return cq
+
+
+async def test_preemption_within_cluster_queue(kube, cluster):
+    ns = cluster.namespace
+    cq = await _queue(cluster, preemption={"withinClusterQueue": "LowerPriority"})
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "low", "main", {"cpu": "3"}, priority=10))
+        await eventually(lambda: cluster.admitted("low"))
+        high = await cluster.create(workload(ns, "high", "main", {"cpu": "3"}, priority=100))
+
+        async def victim_evicted():
+            wl = await cluster.wl("low")
+            return wl if condition_is(wl, api.WORKLOAD_EVICTED, "True", "Preempted") else None
+
+        low = await eventually(victim_evicted)
+        preempted = condition(low, api.WORKLOAD_PREEMPTED)
+        assert (preempted["status"], preempted["reason"]) == ("True", "InClusterQueue")
+        assert preempted["message"] == (
+            f"Preempted to accommodate a workload (UID: {high['metadata']['uid']}, JobUID: UNKNOWN) due to "
+            f"prioritization in the ClusterQueue; preemptor path: /{cq}; preemptee path: /{cq}"
+        )
+        reason, message = await eventually(lambda: cluster.pending_reason("high"))
+        assert reason == "WaitingForPreemptedWorkloads"
+        assert message.endswith("Pending the preemption of 1 workload(s)")
+        # The preemption is issued once, and quota is held until the job integration stops the victim.
+        await consistently(lambda: cluster.pending_reason("high"), duration=1.5)
+        await cluster.release_evicted("low")
+        await eventually(lambda: cluster.admitted("high"))
+        low = await cluster.wl("low")
+        assert condition_is(low, api.WORKLOAD_REQUEUED, "True", "Preempted")
+        assert low["status"]["schedulingStats"]["evictions"] == [
+            {"reason": "Preempted", "underlyingCause": "", "count": 1}
+        ]
+
+
+async def test_admission_checks_gate_admitted(kube, cluster):
+    ns = cluster.namespace
+    check = unique("check")
+    await cluster.create(
+        {
+            "apiVersion": api.API_VERSION,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": check},
+            "spec": {"controllerName": "example.com/test"},
+        }
+    )
+    await kube.patch_status_merge(
+        api.ADMISSION_CHECK,
+        check,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Active",
+                        "status": "True",
+                        "reason": "Active",
+                        "message": "ok",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            }
+        },
+    )
+    await _queue(cluster, admission_checks=[check])
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "w", "main"))
+        await eventually(lambda: cluster.reserved("w"))
+        wl = await cluster.wl("w")
+        assert wl["status"]["admissionChecks"][0]["name"] == check
+        assert wl["status"]["admissionChecks"][0]["state"] == "Pending"
+        assert condition(wl, api.WORKLOAD_ADMITTED) is None
+        await cluster.set_check_state("w", check, "Ready", "all good")
+        await eventually(lambda: cluster.admitted("w"))
+
+        # Retry evicts; the check goes back to Pending with retryCount 1.
+        await cluster.set_check_state("w", check, "Retry", "try later")
+
+        async def evicted():
+            wl = await cluster.wl("w")
+            return wl if condition_is(wl, api.WORKLOAD_EVICTED, "True", "AdmissionCheck") else None
+
+        wl = await eventually(evicted)
+        assert condition(wl, api.WORKLOAD_EVICTED)["message"] == (
+            f'Evicted due to AdmissionCheck in Retry state: "{check}" (try later)'
+        )
+        state = wl["status"]["admissionChecks"][0]
+        assert (state["state"], state["retryCount"]) == ("Pending", 1)
+
+        # Rejected deactivates.
+        await cluster.create(workload(ns, "r", "main", {"cpu": "1"}))
+        await eventually(lambda: cluster.reserved("r"))
+        await cluster.set_check_state("r", check, "Rejected", "no way")
+
+        async def deactivated():
+            wl = await cluster.wl("r")
+            return (
+                wl if (wl["spec"].get("active") is False and condition_is(wl, api.WORKLOAD_EVICTED)) else None
+            )
+
+        wl = await eventually(deactivated)
+        evicted_cond = condition(wl, api.WORKLOAD_EVICTED)
+        assert evicted_cond["reason"] == "DeactivatedDueToAdmissionCheck"
+        assert evicted_cond["message"] == (
+            f'The workload is deactivated due to AdmissionCheck in Rejected state: "{check}" (no way)'
+        )
+        assert condition(wl, api.WORKLOAD_DEACTIVATION_TARGET) is None
+
+
+async def test_stop_policy_hold_and_drain(kube, cluster):
+    ns = cluster.namespace
+    cq = await _queue(cluster)
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "w", "main"))
+        await eventually(lambda: cluster.admitted("w"))
+        await kube.patch_merge(api.CLUSTER_QUEUE, cq, {"spec": {"stopPolicy": "HoldAndDrain"}})
+
+        async def drained():
+            wl = await cluster.wl("w")
+            return wl if condition_is(wl, api.WORKLOAD_EVICTED, "True", "ClusterQueueStopped") else None
+
+        wl = await eventually(drained)
+        assert condition(wl, api.WORKLOAD_EVICTED)["message"] == "The ClusterQueue is stopped"
+        active = await eventually(
+            lambda: _false_active(cluster, cq),
+        )
+        assert (active["reason"], active["message"]) == ("Stopped", "Can't admit new workloads: is stopped.")
+        await cluster.release_evicted("w")
+        await kube.patch_merge(api.CLUSTER_QUEUE, cq, {"spec": {"stopPolicy": "None"}})
+        await eventually(lambda: cluster.admitted("w"))
+        wl = await cluster.wl("w")
+        assert condition(wl, api.WORKLOAD_REQUEUED)["reason"] in ("ClusterQueueRestarted", "QuotaReserved")
+
+
+async def _false_active(cluster, cq):
+    c = condition(await cluster.cq(cq), api.CONDITION_ACTIVE)
+    return c if c and c["status"] == "False" else None
+
+
+async def test_deactivation_and_reactivation(kube, cluster):
+    ns = cluster.namespace
+    await _queue(cluster)
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "w", "main"))
+        await eventually(lambda: cluster.admitted("w"))
+        await kube.patch_merge(api.WORKLOAD, "w", {"spec": {"active": False}}, namespace=ns)
+
+        async def evicted():
+            wl = await cluster.wl("w")
+            return wl if condition_is(wl, api.WORKLOAD_EVICTED, "True", "Deactivated") else None
+
+        wl = await eventually(evicted)
+        assert condition(wl, api.WORKLOAD_EVICTED)["message"] == "The workload is deactivated"
+        await cluster.release_evicted("w")
+        wl = await cluster.wl("w")
+        assert condition_is(wl, api.WORKLOAD_REQUEUED, "False", "Deactivated")
+        await consistently(lambda: _not_reserved(cluster, "w"), duration=1.5)
+        await kube.patch_merge(api.WORKLOAD, "w", {"spec": {"active": True}}, namespace=ns)
+        await eventually(lambda: cluster.admitted("w"))
+        wl = await cluster.wl("w")
+        assert condition(wl, api.WORKLOAD_REQUEUED)["reason"] == "Reactivated"
+
+
+async def _not_reserved(cluster, name):
+    return not await cluster.reserved(name)
+
+
+async def test_pods_ready_timeout_requeues_with_backoff_then_deactivates(kube, cluster):
+    ns = cluster.namespace
+    await _queue(cluster)
+    config = {
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": "2s",
+            "blockAdmission": False,
+            "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffMaxSeconds": 2, "backoffLimitCount": 1},
+        }
+    }
+    async with running_agent(kube, config):
+        await cluster.create(workload(ns, "w", "main"))
+        await eventually(lambda: cluster.admitted("w"))
+
+        async def timed_out():
+            wl = await cluster.wl("w")
+            return wl if condition_is(wl, api.WORKLOAD_EVICTED, "True", "PodsReadyTimeout") else None
+
+        wl = await eventually(timed_out, timeout=15)
+        assert condition(wl, api.WORKLOAD_EVICTED)["message"] == f"Exceeded the PodsReady timeout {ns}/w"
+        assert wl["status"]["requeueState"]["count"] == 1
+        await cluster.release_evicted("w")
+        wl = await cluster.wl("w")
+        assert condition_is(wl, api.WORKLOAD_REQUEUED, "False", "PodsReadyTimeout")
+        # After the backoff: Requeued=True/BackoffFinished, and admitted again.
+        await eventually(lambda: cluster.admitted("w"), timeout=15)
+        wl = await cluster.wl("w")
+        assert condition(wl, api.WORKLOAD_REQUEUED)["reason"] == "BackoffFinished"
+        assert "requeueAt" not in wl["status"]["requeueState"]
+
+        # The second timeout exceeds backoffLimitCount=1: deactivated.
+        async def deactivated():
+            wl = await cluster.wl("w")
+            return (
+                wl if wl["spec"].get("active") is False and condition_is(wl, api.WORKLOAD_EVICTED) else None
+            )
+
+        wl = await eventually(deactivated, timeout=15)
+        assert condition(wl, api.WORKLOAD_EVICTED)["reason"] == "DeactivatedDueToRequeuingLimitExceeded"
+        assert "requeueState" not in wl["status"]
+
+
+async def test_priority_class_value_change_updates_workloads(kube, cluster):
+    ns = cluster.namespace
+    await _queue(cluster)
+    wpc = unique("wpc")
+    await cluster.create(
+        {
+            "apiVersion": api.API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": wpc},
+            "value": 100,
+        }
+    )
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "w", "main", priority=100, priority_class=wpc))
+        await eventually(lambda: cluster.admitted("w"))
+        await kube.patch_merge(api.WORKLOAD_PRIORITY_CLASS, wpc, {"value": 7})
+
+        async def priority():
+            return (await cluster.wl("w"))["spec"].get("priority") == 7
+
+        await eventually(priority)
+
+
+async def test_maximum_execution_time_deactivates(kube, cluster):
+    ns = cluster.namespace
+    await _queue(cluster)
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "w", "main", max_exec_seconds=2))
+        await eventually(lambda: cluster.admitted("w"))
+
+        async def deactivated():
+            wl = await cluster.wl("w")
+            return (
+                wl if wl["spec"].get("active") is False and condition_is(wl, api.WORKLOAD_EVICTED) else None
+            )
+
+        wl = await eventually(deactivated, timeout=15)
+        evicted = condition(wl, api.WORKLOAD_EVICTED)
+        assert evicted["reason"] == "DeactivatedDueToMaximumExecutionTimeExceeded"
+        assert evicted["message"] == "The workload is deactivated due to exceeding the maximum execution time"

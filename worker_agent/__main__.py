@@ -1,0 +1,91 @@
+"""`python -m worker_agent --kubeconfig PATH --config PATH`: the per-cluster admission engine."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from kube_runtime.client import KubeClient
+from kube_runtime.logging import setup_logging
+from worker_agent.agent import Agent, LeadershipLost
+from worker_agent.config import ConfigError, load_config
+
+log = structlog.get_logger("worker_agent")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker_agent",
+        description="Kueue v1beta1 admission (queues, quota, cohorts, preemption) for one cluster.",
+    )
+    parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster credentials when omitted")
+    parser.add_argument("--context", help="kubeconfig context (default: the current context)")
+    parser.add_argument("--config", help="a config.kueue.x-k8s.io/v1beta1 Configuration YAML file")
+    parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
+    parser.add_argument(
+        "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
+    )
+    parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    parser.add_argument("--log-format", choices=("console", "json"), default="console")
+    return parser
+
+
+async def amain(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"worker_agent: {exc}", file=sys.stderr)
+        return 2
+    for warning in config.warnings:
+        log.warning("configuration", warning=warning)
+    try:
+        if args.kubeconfig:
+            kube = await KubeClient.from_kubeconfig_file(
+                args.kubeconfig, context=args.context, qps=config.qps, burst=config.burst
+            )
+        else:
+            kube = await KubeClient.in_cluster(qps=config.qps, burst=config.burst)
+    except Exception as exc:
+        print(f"worker_agent: cannot load cluster credentials: {exc}", file=sys.stderr)
+        return 2
+    agent = Agent(
+        kube,
+        config,
+        metrics_bind_address=args.metrics_bind_address,
+        health_bind_address=args.health_probe_bind_address,
+    )
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: task.cancel() if task else None)
+    try:
+        await agent.run()
+    except asyncio.CancelledError:
+        log.info("stopped")
+        return 0
+    except LeadershipLost:
+        return 1
+    finally:
+        await kube.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        print(f"worker_agent: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
+        return 2
+    setup_logging(args.log_level, json=args.log_format == "json")
+    try:
+        return asyncio.run(amain(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

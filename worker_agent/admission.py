@@ -1,0 +1,726 @@
+"""The admission state of one cluster and the scheduling loop (spec §3.1-§3.4).
+
+`AdmissionState` keeps Kueue's two in-memory structures up to date from informer events: the
+cache (a `Snapshot` of quota and of every workload holding quota) and the queue manager (pending
+workloads per ClusterQueue). The scheduling loop runs engine cycles over them and writes each
+decision back with one status apply; the engine itself never does I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import structlog
+
+from kube_runtime import api
+from kube_runtime.client import ApiError, KubeClient, NotFound
+from kube_runtime.clock import Clock
+from kube_runtime.events import EventRecorder
+from kube_runtime.informer import Informer, object_key
+from worker_agent import workload as wlstatus
+from worker_agent.config import Configuration
+from worker_agent.engine import (
+    LimitRangeDefaults,
+    QueueManager,
+    Scheduler,
+    SchedulerConfig,
+    Snapshot,
+    WorkloadInfo,
+)
+from worker_agent.engine.scheduler import Admit, CycleResult, Preempt, Requeue, selector_matches
+from worker_agent.engine.snapshot import holds_quota
+
+log = structlog.get_logger("worker_agent.admission")
+
+Obj = dict[str, Any]
+
+FLUSH_BATCH_SECONDS = 1.0  # inadmissible requeues are batched (§3.2)
+MAX_PARALLEL_PREEMPTIONS = 8
+CYCLE_BACKOFF_INITIAL = 0.001
+CYCLE_BACKOFF_MAX = 0.010
+
+INDEX_QUEUE = "queue"  # workloads by "<namespace>/<queueName>"
+INDEX_NAMESPACE = "namespace"
+INDEX_CLUSTER_QUEUE = "clusterQueue"  # local queues by spec.clusterQueue
+INDEX_PRIORITY_CLASS = "priorityClass"  # workloads by WorkloadPriorityClass name
+
+
+def _queue_index(obj: Obj) -> tuple[str, ...]:
+    queue = (obj.get("spec") or {}).get("queueName")
+    return (f"{obj['metadata'].get('namespace', '')}/{queue}",) if queue else ()
+
+
+def _namespace_index(obj: Obj) -> tuple[str, ...]:
+    return (obj["metadata"].get("namespace", ""),)
+
+
+def _lq_cluster_queue_index(obj: Obj) -> tuple[str, ...]:
+    cq = (obj.get("spec") or {}).get("clusterQueue")
+    return (cq,) if cq else ()
+
+
+def _priority_class_index(obj: Obj) -> tuple[str, ...]:
+    spec = obj.get("spec") or {}
+    if spec.get("priorityClassSource") == api.PRIORITY_CLASS_SOURCE_WORKLOAD and spec.get(
+        "priorityClassName"
+    ):
+        return (spec["priorityClassName"],)
+    return ()
+
+
+def cluster_queue_active_state(
+    cq: Obj, flavors: Iterable[str], checks: dict[str, Obj]
+) -> tuple[bool, str, str]:
+    """(active, reason, message) of a ClusterQueue's Active condition (§1.2)."""
+    if (cq.get("metadata") or {}).get("deletionTimestamp"):
+        return False, api.CQ_REASON_TERMINATING, api.CQ_MSG_TERMINATING
+    spec = cq.get("spec") or {}
+    known_flavors = set(flavors)
+    reasons: list[str] = []
+    clauses: list[str] = []
+    if (spec.get("stopPolicy") or api.STOP_POLICY_NONE) != api.STOP_POLICY_NONE:
+        reasons.append(api.CQ_REASON_STOPPED)
+        clauses.append(api.CQ_CLAUSE_STOPPED)
+    missing_flavors: list[str] = []
+    for rg in spec.get("resourceGroups") or ():
+        for flavor in rg.get("flavors") or ():
+            if flavor["name"] not in known_flavors and flavor["name"] not in missing_flavors:
+                missing_flavors.append(flavor["name"])
+    if missing_flavors:
+        reasons.append(api.CQ_REASON_FLAVOR_NOT_FOUND)
+        clauses.append(api.cq_clause_missing_flavors(missing_flavors))
+    names = list(spec.get("admissionChecks") or ())
+    for rule in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or ():
+        if rule["name"] not in names:
+            names.append(rule["name"])
+    missing_checks = [n for n in names if n not in checks]
+    if missing_checks:
+        reasons.append(api.CQ_REASON_ADMISSION_CHECK_NOT_FOUND)
+        clauses.append(api.cq_clause_missing_admission_checks(missing_checks))
+    inactive = [
+        n
+        for n in names
+        if n in checks and not wlstatus.is_status_condition_true_in(checks[n], api.CONDITION_ACTIVE)
+    ]
+    if inactive:
+        reasons.append(api.CQ_REASON_ADMISSION_CHECK_INACTIVE)
+        clauses.append(api.cq_clause_inactive_admission_checks(inactive))
+    multikueue = [
+        n
+        for n in names
+        if n in checks
+        and (checks[n].get("spec") or {}).get("controllerName") == api.MULTIKUEUE_CONTROLLER_NAME
+    ]
+    if len(multikueue) > 1:
+        reasons.append(api.CQ_REASON_MULTIPLE_MULTIKUEUE_ADMISSION_CHECKS)
+        clauses.append(api.cq_clause_multiple_multikueue_checks(multikueue))
+    if not reasons:
+        return True, api.CQ_REASON_READY, api.CQ_MSG_READY
+    return False, reasons[0], api.cq_inactive_message(clauses)
+
+
+class AdmissionState:
+    """Informers, the cache (snapshot) and the queue manager of one cluster."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        config: Configuration,
+        clock: Clock | None = None,
+        metrics: Any = None,
+        recorder: EventRecorder | None = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.clock = clock or Clock()
+        self.metrics = metrics
+        self.recorder = recorder
+        self.requeuing_timestamp = (
+            config.wait_for_pods_ready.requeuing.timestamp
+            if config.wait_for_pods_ready
+            else api.REQUEUING_TIMESTAMP_EVICTION
+        )
+        self.flavors = Informer(kube, api.RESOURCE_FLAVOR)
+        self.cluster_queues = Informer(kube, api.CLUSTER_QUEUE)
+        self.local_queues = Informer(kube, api.LOCAL_QUEUE)
+        self.cohorts = Informer(kube, api.COHORT)
+        self.workloads = Informer(kube, api.WORKLOAD)
+        self.admission_checks = Informer(kube, api.ADMISSION_CHECK)
+        self.namespaces = Informer(kube, api.NAMESPACE)
+        self.limit_ranges = Informer(kube, api.LIMIT_RANGE)
+        self.runtime_classes = Informer(kube, api.RUNTIME_CLASS)
+        self.priority_classes = Informer(kube, api.WORKLOAD_PRIORITY_CLASS)
+        self.workloads.add_index(INDEX_QUEUE, _queue_index)
+        self.workloads.add_index(INDEX_NAMESPACE, _namespace_index)
+        self.workloads.add_index(INDEX_PRIORITY_CLASS, _priority_class_index)
+        self.local_queues.add_index(INDEX_CLUSTER_QUEUE, _lq_cluster_queue_index)
+        self.limit_ranges.add_index(INDEX_NAMESPACE, _namespace_index)
+
+        self.snapshot = Snapshot()
+        self.queues = QueueManager()
+        self.scheduler_config = SchedulerConfig(
+            fair_sharing=config.fair_sharing is not None,
+            fair_sharing_strategies=(
+                config.fair_sharing.preemption_strategies
+                if config.fair_sharing
+                else SchedulerConfig().fair_sharing_strategies
+            ),
+        )
+        self.scheduler = Scheduler(self.snapshot, self.queues, self.scheduler_config)
+        self.structure_dirty = True
+        self.cq_states: dict[str, tuple[bool, str, str]] = {}
+        # Workloads the scheduler assumed whose admission write is not yet observed.
+        self.assumed: set[str] = set()
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.wake = asyncio.Event()
+        self._flush_cqs: set[str] = set()
+        self._flush_task: asyncio.Task[None] | None = None
+        # Listeners told which CQ / LQ keys changed (status controllers).
+        self.on_cluster_queue_changed: list[Callable[[str], None]] = []
+        self.on_local_queue_changed: list[Callable[[str], None]] = []
+        self.on_workload_changed: list[Callable[[str], None]] = []
+        # Last pending reason written per workload, to skip repeated identical writes.
+        self._pending_written: dict[str, tuple[str, str]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._write_limit = asyncio.Semaphore(32)
+        self._preempt_limit = asyncio.Semaphore(MAX_PARALLEL_PREEMPTIONS)
+        self.decisions_total = 0
+        self.cycles_total = 0
+        self.engine_cpu_seconds = 0.0
+        self._wire_handlers()
+
+    # ---------------------------------------------------------------------------------------------
+    # Informers
+
+    @property
+    def informers(self) -> list[Informer]:
+        return [
+            self.flavors,
+            self.cluster_queues,
+            self.local_queues,
+            self.cohorts,
+            self.admission_checks,
+            self.namespaces,
+            self.limit_ranges,
+            self.runtime_classes,
+            self.priority_classes,
+            self.workloads,
+        ]
+
+    def start_informers(self) -> None:
+        for informer in self.informers:
+            informer.start()
+
+    async def wait_synced(self) -> None:
+        for informer in self.informers:
+            await informer.wait_synced()
+
+    async def stop(self) -> None:
+        for informer in self.informers:
+            await informer.stop()
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _wire_handlers(self) -> None:
+        def structural(*_args: Any) -> None:
+            self.structure_dirty = True
+            self.wake.set()
+
+        def cq_changed(obj: Obj, *_rest: Any) -> None:
+            structural()
+            name = obj["metadata"]["name"]
+            self.request_flush([name])
+            self._notify_cq(name)
+            for lq in self.local_queues.by_index(INDEX_CLUSTER_QUEUE, name):
+                self._notify_lq(object_key(lq))
+
+        def cq_updated(old: Obj, new: Obj) -> None:
+            cq_changed(new)
+
+        for informer in (self.flavors, self.cohorts, self.admission_checks):
+            informer.add_handler(
+                on_add=lambda obj: self._structural_with_all(),
+                on_update=lambda old, new: self._structural_with_all(),
+                on_delete=lambda obj: self._structural_with_all(),
+            )
+        self.cluster_queues.add_handler(on_add=cq_changed, on_update=cq_updated, on_delete=cq_changed)
+        self.local_queues.add_handler(
+            on_add=self._on_local_queue,
+            on_update=lambda old, new: self._on_local_queue(new, old),
+            on_delete=self._on_local_queue_deleted,
+        )
+        self.workloads.add_handler(
+            on_add=lambda obj: self._on_workload(None, obj),
+            on_update=self._on_workload,
+            on_delete=self._on_workload_deleted,
+        )
+        self.namespaces.add_handler(
+            on_add=self._on_namespace,
+            on_update=lambda old, new: self._on_namespace(new, old),
+            on_delete=lambda obj: self.namespace_labels.pop(obj["metadata"]["name"], None),
+        )
+        self.limit_ranges.add_handler(
+            on_add=lambda obj: self._requeue_namespace(obj["metadata"]["namespace"]),
+            on_update=lambda old, new: self._requeue_namespace(new["metadata"]["namespace"]),
+            on_delete=lambda obj: self._requeue_namespace(obj["metadata"]["namespace"]),
+        )
+        self.runtime_classes.add_handler(
+            on_add=lambda obj: self._requeue_all_pending(),
+            on_update=lambda old, new: self._requeue_all_pending(),
+            on_delete=lambda obj: self._requeue_all_pending(),
+        )
+
+    def _structural_with_all(self) -> None:
+        self.structure_dirty = True
+        self.request_flush(self.cluster_queues.store.keys())
+        for name in self.cluster_queues.store.keys():
+            self._notify_cq(name)
+        self.wake.set()
+
+    def _notify_cq(self, name: str) -> None:
+        for fn in self.on_cluster_queue_changed:
+            fn(name)
+
+    def _notify_lq(self, key: str) -> None:
+        for fn in self.on_local_queue_changed:
+            fn(key)
+
+    def _notify_wl(self, key: str) -> None:
+        for fn in self.on_workload_changed:
+            fn(key)
+
+    # -- local queues and namespaces -------------------------------------------------------------
+
+    def _on_local_queue(self, obj: Obj, old: Obj | None = None) -> None:
+        key = object_key(obj)
+        for wl in self.workloads.by_index(INDEX_QUEUE, key):
+            self._route_workload(None, wl)
+            self._notify_wl(object_key(wl))
+        cq = (obj.get("spec") or {}).get("clusterQueue")
+        if cq:
+            self._notify_cq(cq)
+        self._notify_lq(key)
+
+    def _on_local_queue_deleted(self, obj: Obj) -> None:
+        key = object_key(obj)
+        for wl in self.workloads.by_index(INDEX_QUEUE, key):
+            if not holds_quota(wl):
+                self.queues.delete(object_key(wl))
+            self._notify_wl(object_key(wl))
+        cq = (obj.get("spec") or {}).get("clusterQueue")
+        if cq:
+            self._notify_cq(cq)
+        self._notify_lq(key)
+
+    def _on_namespace(self, obj: Obj, old: Obj | None = None) -> None:
+        name = obj["metadata"]["name"]
+        labels = dict((obj.get("metadata") or {}).get("labels") or {})
+        previous = self.namespace_labels.get(name)
+        self.namespace_labels[name] = labels
+        if previous != labels:
+            self.request_flush(self.cluster_queues.store.keys())
+
+    def _requeue_namespace(self, namespace: str) -> None:
+        for wl in self.workloads.by_index(INDEX_NAMESPACE, namespace):
+            self._route_workload(None, wl)
+
+    def _requeue_all_pending(self) -> None:
+        for wl in self.workloads.list():
+            if not holds_quota(wl):
+                self._route_workload(None, wl)
+
+    # -- workloads -------------------------------------------------------------------------------
+
+    def cluster_queue_for(self, wl: Obj) -> str | None:
+        """The ClusterQueue of a workload: from its admission, else through its LocalQueue."""
+        admission = (wl.get("status") or {}).get("admission")
+        if admission and admission.get("clusterQueue"):
+            return admission["clusterQueue"]
+        lq = self.local_queue_for(wl)
+        if lq is None:
+            return None
+        return (lq.get("spec") or {}).get("clusterQueue")
+
+    def local_queue_for(self, wl: Obj) -> Obj | None:
+        queue = (wl.get("spec") or {}).get("queueName")
+        if not queue:
+            return None
+        return self.local_queues.get_object(queue, wl["metadata"].get("namespace"))
+
+    def limit_range_defaults(self, namespace: str) -> LimitRangeDefaults | None:
+        ranges = self.limit_ranges.by_index(INDEX_NAMESPACE, namespace)
+        return LimitRangeDefaults.summarize(ranges) if ranges else None
+
+    def runtime_class_overheads(self) -> dict[str, Obj]:
+        return {
+            rc["metadata"]["name"]: (rc.get("overhead") or {}).get("podFixed") or {}
+            for rc in self.runtime_classes.list()
+        }
+
+    def workload_info(self, wl: Obj, cluster_queue: str) -> WorkloadInfo:
+        namespace = wl["metadata"].get("namespace", "")
+        return WorkloadInfo.from_dict(
+            wl,
+            cluster_queue=cluster_queue,
+            config=self.config.requests,
+            limit_ranges=self.limit_range_defaults(namespace),
+            runtime_class_overheads=self.runtime_class_overheads() if self.runtime_classes.store else None,
+            requeuing_timestamp=self.requeuing_timestamp,
+        )
+
+    def _on_workload(self, old: Obj | None, new: Obj) -> None:
+        self._route_workload(old, new)
+        key = object_key(new)
+        self._notify_wl(key)
+        for obj in (old, new):
+            if obj is None:
+                continue
+            cq = self.cluster_queue_for(obj)
+            if cq:
+                self._notify_cq(cq)
+            queue = (obj.get("spec") or {}).get("queueName")
+            if queue:
+                self._notify_lq(f"{obj['metadata']['namespace']}/{queue}")
+
+    def _on_workload_deleted(self, obj: Obj) -> None:
+        key = object_key(obj)
+        info = self.snapshot.remove_workload(key)
+        self.assumed.discard(key)
+        self.queues.delete(key)
+        self.scheduler.observe_removed(key)
+        self._pending_written.pop(key, None)
+        cq = info.cluster_queue if info is not None else self.cluster_queue_for(obj)
+        if cq:
+            self.request_flush([cq])
+            self._notify_cq(cq)
+        queue = (obj.get("spec") or {}).get("queueName")
+        if queue:
+            self._notify_lq(f"{obj['metadata']['namespace']}/{queue}")
+
+    def _route_workload(self, old: Obj | None, new: Obj) -> None:
+        """§3.1 event routing: into the cache, into the queues, or out of both."""
+        key = object_key(new)
+        now = self.clock.now().timestamp()
+        if holds_quota(new):
+            self.assumed.discard(key)
+            cq = self.cluster_queue_for(new) or ""
+            info = self.workload_info(new, cq)
+            previous = self.snapshot.workloads.get(key)
+            self.snapshot.add_workload(info)
+            self.queues.delete(key)
+            self._pending_written.pop(key, None)
+            if previous is not None and previous.usage != info.usage:
+                self.request_flush([cq])  # reclaimable pods released quota
+            return
+        if key in self.snapshot.workloads:
+            gone = not wlstatus.is_active(new) or wlstatus.is_finished(new)
+            old_reserved = old is not None and holds_quota(old)
+            if key not in self.assumed or gone or old_reserved:
+                info = self.snapshot.remove_workload(key)
+                self.assumed.discard(key)
+                self.scheduler.observe_removed(key)
+                if info is not None:
+                    self.request_flush([info.cluster_queue])
+                    self.wake.set()
+            else:
+                return  # a stale pending event for a workload the scheduler just assumed
+        if not wlstatus.is_admissible(new):
+            self.queues.delete(key)
+            if not wlstatus.is_active(new) or wlstatus.is_finished(new):
+                self.scheduler.observe_removed(key)
+            return
+        cq = self.cluster_queue_for(new)
+        if cq is None:
+            self.queues.delete(key)
+            return
+        strategy = self._strategy(cq)
+        self.queues.ensure(cq, strategy)
+        info = self.workload_info(new, cq)
+        self.queues.push(info, now)
+        self.wake.set()
+
+    def _strategy(self, cq_name: str) -> str:
+        cq = self.cluster_queues.get(cq_name)
+        spec = (cq or {}).get("spec") or {}
+        return spec.get("queueingStrategy") or api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO
+
+    # -- inadmissible flush (batched) --------------------------------------------------------------
+
+    def request_flush(self, cq_names: Iterable[str]) -> None:
+        self._flush_cqs.update(n for n in cq_names if n)
+        if self._flush_task is None or self._flush_task.done():
+            with contextlib.suppress(RuntimeError):
+                self._flush_task = asyncio.get_running_loop().create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await self.clock.sleep(FLUSH_BATCH_SECONDS)
+        names, self._flush_cqs = self._flush_cqs, set()
+        self.flush_now(names)
+
+    def flush_now(self, names: Iterable[str]) -> int:
+        scope: set[str] = set()
+        for name in names:
+            scope |= self.cohort_tree_members(name)
+        now = self.clock.now().timestamp()
+
+        def namespace_matches(info: WorkloadInfo) -> bool:
+            cq = self.snapshot.cluster_queues.get(info.cluster_queue)
+            if cq is None:
+                return True
+            return selector_matches(cq.namespace_selector, self.namespace_labels.get(info.namespace, {}))
+
+        moved = self.queues.flush(scope, now, namespace_matches)
+        if moved:
+            self.wake.set()
+        return moved
+
+    def cohort_tree_members(self, cq_name: str) -> set[str]:
+        """The CQ itself, or every CQ under the root of its cohort tree."""
+        cq = self.snapshot.cluster_queues.get(cq_name)
+        if cq is None or cq.parent is None:
+            return {cq_name}
+        root = cq.parent
+        while root.parent is not None:
+            root = root.parent
+        return {c.name for c in root.cluster_queues()}
+
+    # ---------------------------------------------------------------------------------------------
+    # Snapshot structure
+
+    def rebuild(self) -> None:
+        """Rebuild quota trees after a ClusterQueue, Cohort, ResourceFlavor or AdmissionCheck change."""
+        self.structure_dirty = False
+        checks = {ac["metadata"]["name"]: ac for ac in self.admission_checks.list()}
+        flavor_names = self.flavors.store.keys()
+        cq_objs = self.cluster_queues.list()
+        snapshot = Snapshot.from_objects(
+            cluster_queues=cq_objs,
+            resource_flavors=self.flavors.list(),
+            cohorts=self.cohorts.list(),
+            workloads=list(self.snapshot.workloads.values()),
+            requeuing_timestamp=self.requeuing_timestamp,
+        )
+        states = {}
+        for obj in cq_objs:
+            name = obj["metadata"]["name"]
+            state = cluster_queue_active_state(obj, flavor_names, checks)
+            states[name] = state
+            if name in snapshot.cluster_queues:
+                snapshot.cluster_queues[name].active = state[0]
+            self.queues.ensure(
+                name,
+                (obj.get("spec") or {}).get("queueingStrategy") or api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO,
+            )
+        changed = {n for n in set(states) | set(self.cq_states) if states.get(n) != self.cq_states.get(n)}
+        self.cq_states = states
+        in_flight = self.scheduler.preemptions_in_flight
+        cycle = self.scheduler.cycle
+        self.snapshot = snapshot
+        self.scheduler = Scheduler(snapshot, self.queues, self.scheduler_config)
+        self.scheduler.preemptions_in_flight = in_flight
+        self.scheduler.cycle = cycle
+        for name in changed:
+            self._notify_cq(name)
+            for lq in self.local_queues.by_index(INDEX_CLUSTER_QUEUE, name):
+                self._notify_lq(object_key(lq))
+                for wl in self.workloads.by_index(INDEX_QUEUE, object_key(lq)):
+                    self._notify_wl(object_key(wl))
+
+    def cluster_queue_active(self, name: str) -> bool:
+        if self.structure_dirty:
+            self.rebuild()
+        state = self.cq_states.get(name)
+        return bool(state and state[0])
+
+    # ---------------------------------------------------------------------------------------------
+    # The scheduling loop
+
+    async def run_scheduler(self) -> None:
+        """Cycle until cancelled (leader only): immediately after progress, else backing off to 10 ms."""
+        backoff = CYCLE_BACKOFF_INITIAL
+        while True:
+            if self.structure_dirty:
+                self.rebuild()
+            self.wake.clear()
+            result = self.schedule_once()
+            if result.heads == 0:
+                await self.wake.wait()
+                backoff = CYCLE_BACKOFF_INITIAL
+                continue
+            self.apply_decisions(result)
+            if result.progressed():
+                backoff = CYCLE_BACKOFF_INITIAL
+                await asyncio.sleep(0)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), backoff)
+            backoff = min(backoff * 2, CYCLE_BACKOFF_MAX)
+
+    def schedule_once(self) -> CycleResult:
+        started = time.process_time()
+        result = self.scheduler.schedule(self.clock.now().timestamp(), self.namespace_labels)
+        cpu = time.process_time() - started
+        self.cycles_total += 1
+        self.decisions_total += result.heads
+        self.engine_cpu_seconds += cpu
+        if self.metrics is not None:
+            self.metrics.scheduling_cycle(result.heads, cpu)
+        return result
+
+    def apply_decisions(self, result: CycleResult) -> None:
+        for decision in result.decisions:
+            if isinstance(decision, Admit):
+                self.assumed.add(decision.workload_key)
+                self._spawn(self._write_admission(decision))
+            elif isinstance(decision, Preempt):
+                self._spawn(self._write_preemption(decision))
+            elif isinstance(decision, Requeue):
+                written = self._pending_written.get(decision.workload_key)
+                if written != (decision.reason, decision.message):
+                    self._spawn(self._write_pending(decision))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write_admission(self, decision: Admit) -> None:
+        key = decision.workload_key
+        started = time.monotonic()
+        cached = self.workloads.get(key)
+        ok = False
+        if cached is not None:
+            now = self.clock.now()
+            wl = wlstatus.working_copy(cached)
+            cq_obj = self.cluster_queues.get(decision.admission.get("clusterQueue", ""))
+            if cq_obj is not None:
+                assigned = {
+                    f
+                    for psa in decision.admission.get("podSetAssignments") or ()
+                    for f in (psa.get("flavors") or {}).values()
+                }
+                all_flavors = [
+                    f["name"]
+                    for rg in cq_obj["spec"].get("resourceGroups") or ()
+                    for f in rg.get("flavors") or ()
+                ]
+                required = wlstatus.admission_checks_for(cq_obj["spec"], assigned, all_flavors)
+                wlstatus.sync_admission_checks(wl, required, now)
+            wlstatus.set_quota_reservation(wl, decision.admission, now)
+            try:
+                async with self._write_limit:
+                    await self.kube.apply_status(
+                        api.WORKLOAD,
+                        wlstatus.admission_apply_body(wl),
+                        api.FIELD_MANAGER_ADMISSION,
+                        force=True,
+                    )
+                ok = True
+            except ApiError as exc:
+                log.info("admission write failed; requeueing", workload=key, error=str(exc))
+        elapsed = time.monotonic() - started
+        if not ok:
+            self.assumed.discard(key)
+            info = self.snapshot.remove_workload(key)
+            if self.metrics is not None:
+                self.metrics.admission_attempt("inadmissible", elapsed)
+            current = self.workloads.get(key)
+            if info is not None and current is not None and wlstatus.is_admissible(current):
+                self.queues.requeue(info, api.REQUEUE_FAILED_AFTER_NOMINATION, self.clock.now().timestamp())
+                self.wake.set()
+            return
+        self._pending_written.pop(key, None)
+        cq = decision.admission.get("clusterQueue", "")
+        created = (cached.get("metadata") or {}).get("creationTimestamp")
+        wait = self._seconds_since(created)
+        if self.metrics is not None:
+            self.metrics.admission_attempt("success", elapsed)
+            self.metrics.quota_reserved(cq, wait)
+        if self.recorder is not None:
+            await self.recorder.normal(
+                cached, api.EVENT_QUOTA_RESERVED, "Admission", api.quota_reserved_event_message(cq, wait)
+            )
+            if wlstatus.all_checks_ready(wl):
+                if self.metrics is not None:
+                    self.metrics.admitted(cq, wait)
+                await self.recorder.normal(
+                    cached, api.EVENT_ADMITTED, "Admission", api.admitted_event_message(cq, 0)
+                )
+
+    def _seconds_since(self, timestamp: str | None) -> float:
+        if not timestamp:
+            return 0.0
+        from kube_runtime.conditions import parse_time
+
+        return max(0.0, (self.clock.now() - parse_time(timestamp)).total_seconds())
+
+    async def _write_preemption(self, decision: Preempt) -> None:
+        key = decision.victim_key
+        cached = self.workloads.get(key)
+        if cached is None:
+            self.scheduler.observe_removed(key)
+            return
+        now = self.clock.now()
+        wl = wlstatus.working_copy(cached)
+        wlstatus.set_evicted(wl, api.REASON_PREEMPTED, decision.message, now)
+        wlstatus.set_preempted(wl, decision.reason, decision.message, now)
+        try:
+            async with self._preempt_limit:
+                await self.kube.apply_status(
+                    api.WORKLOAD, wlstatus.admission_apply_body(wl), api.FIELD_MANAGER_ADMISSION, force=True
+                )
+        except ApiError as exc:
+            log.info("preemption write failed; will retry", workload=key, error=str(exc))
+            self.scheduler.observe_removed(key)
+            return
+        victim_cq = self.cluster_queue_for(cached) or ""
+        if self.metrics is not None:
+            preemptor = self.workloads.get(decision.preemptor_key)
+            self.metrics.preempted(self.cluster_queue_for(preemptor) if preemptor else "", decision.reason)
+            self.metrics.evicted(victim_cq, api.REASON_PREEMPTED, "")
+        if self.recorder is not None:
+            await self.recorder.normal(cached, api.EVENT_PREEMPTED, "Preemption", decision.message)
+            await self.recorder.normal(
+                cached, api.evicted_due_to_event(api.REASON_PREEMPTED), "Eviction", decision.message
+            )
+            preemptor = self.workloads.get(decision.preemptor_key)
+            if preemptor is not None:
+                await self.recorder.normal(
+                    preemptor,
+                    api.EVENT_PREEMPTED_WORKLOAD,
+                    "Preemption",
+                    f"Preempted workload {key}",
+                )
+
+    async def _write_pending(self, decision: Requeue) -> None:
+        key = decision.workload_key
+        cached = self.workloads.get(key)
+        if cached is None or wlstatus.has_quota_reservation(cached) or key in self.snapshot.workloads:
+            return
+        wl = wlstatus.working_copy(cached)
+        if not wlstatus.set_pending_condition(wl, decision.reason, decision.message, self.clock.now()):
+            self._pending_written[key] = (decision.reason, decision.message)
+            return
+        self._pending_written[key] = (decision.reason, decision.message)
+        try:
+            async with self._write_limit:
+                await self.kube.apply_status(
+                    api.WORKLOAD,
+                    wlstatus.admission_apply_body(wl, strict=True),
+                    api.FIELD_MANAGER_ADMISSION,
+                    force=True,
+                )
+        except NotFound:
+            return
+        except ApiError as exc:
+            self._pending_written.pop(key, None)
+            log.debug("pending condition write failed", workload=key, error=str(exc))
+            return
+        if self.recorder is not None:
+            await self.recorder.warning(cached, decision.reason, "Admission", decision.message)

@@ -1,0 +1,250 @@
+"""The worker_agent process: informers, leader election, controllers and the scheduling loop.
+
+Informers and the /metrics /healthz /readyz server run on every replica; controllers and the
+scheduler run only on the leader. Losing the lease ends the process (a fresh start rebuilds all
+state from the API, like controller-runtime managers do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient
+from kube_runtime.clock import Clock
+from kube_runtime.controller import Controller
+from kube_runtime.events import EventRecorder
+from kube_runtime.httpserver import HealthServer
+from kube_runtime.informer import object_key
+from kube_runtime.leaderelection import LeaderElector
+from worker_agent.admission import AdmissionState
+from worker_agent.config import Configuration
+from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
+from worker_agent.controllers.workload import WorkloadController
+
+log = structlog.get_logger("worker_agent")
+
+REPORTING_CONTROLLER = "kueue-admission"
+
+
+def parse_bind_address(address: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
+    """`:8080`, `127.0.0.1:0` or `0` (disabled is `0`, returned as port -1)."""
+    if address in ("0", ""):
+        return default_host, -1
+    host, _, port = address.rpartition(":")
+    return host or default_host, int(port)
+
+
+class Agent:
+    def __init__(
+        self,
+        kube: KubeClient,
+        config: Configuration,
+        *,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+        identity: str | None = None,
+        metrics_bind_address: str | None = None,
+        health_bind_address: str | None = None,
+        metrics: Any = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.clock = clock or Clock()
+        self.registry = registry or CollectorRegistry()
+        if metrics is None:
+            from worker_agent.metrics import Metrics
+
+            metrics = Metrics(self.registry)
+        self.metrics = metrics
+        self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
+        self.recorder = EventRecorder(kube, REPORTING_CONTROLLER, self.identity, self.clock)
+        self.state = AdmissionState(kube, config, self.clock, self.metrics, self.recorder)
+        self.workload_controller = WorkloadController(
+            kube, self.state, self.clock, self.recorder, self.metrics
+        )
+        self.queue_controllers = QueueStatusControllers(kube, self.state, self.clock, self.metrics)
+        self.metrics_bind_address = metrics_bind_address or config.metrics_bind_address
+        self.health_bind_address = health_bind_address or config.health_probe_bind_address
+        self.controllers: list[Controller] = []
+        self.servers: list[HealthServer] = []
+        self.elector: LeaderElector | None = None
+        self._scheduler_task: asyncio.Task[None] | None = None
+        self.leading = asyncio.Event()
+        self.ready = asyncio.Event()
+
+    # ---------------------------------------------------------------------------------------------
+
+    async def _start_servers(self) -> None:
+        seen: set[tuple[str, int]] = set()
+        for address in (self.metrics_bind_address, self.health_bind_address):
+            host, port = parse_bind_address(address)
+            if port < 0 or ((host, port) in seen and port != 0):
+                continue
+            seen.add((host, port))
+            server = HealthServer(host, port, self.registry)
+            server.add_readiness_check("informers-synced", self._synced)
+            await server.start()
+            self.servers.append(server)
+            log.info("serving /metrics /healthz /readyz", address=f"{host}:{server.port}")
+
+    async def _synced(self) -> bool:
+        return all(i.has_synced for i in self.state.informers)
+
+    def _make_controllers(self) -> None:
+        qc = self.queue_controllers
+        self.workload_ctl = Controller(
+            "workload", self.workload_controller.reconcile, concurrency=5, clock=self.clock
+        )
+        self.cq_ctl = Controller("clusterqueue", qc.reconcile_cluster_queue, concurrency=1, clock=self.clock)
+        self.lq_ctl = Controller("localqueue", qc.reconcile_local_queue, concurrency=1, clock=self.clock)
+        self.rf_ctl = Controller(
+            "resourceflavor", qc.reconcile_resource_flavor, concurrency=1, clock=self.clock
+        )
+        self.ac_ctl = Controller(
+            "admissioncheck", qc.reconcile_admission_check, concurrency=1, clock=self.clock
+        )
+        self.wpc_ctl = Controller("workloadpriorityclass", qc.reconcile_priority_class, clock=self.clock)
+        self.controllers = [
+            self.workload_ctl,
+            self.cq_ctl,
+            self.lq_ctl,
+            self.rf_ctl,
+            self.ac_ctl,
+            self.wpc_ctl,
+        ]
+
+        state = self.state
+        state.on_workload_changed.append(self.workload_ctl.enqueue)
+        state.on_cluster_queue_changed.append(
+            lambda name: self.cq_ctl.enqueue_after(name, WORKLOAD_EVENT_BATCH_SECONDS)
+        )
+        state.on_local_queue_changed.append(
+            lambda key: self.lq_ctl.enqueue_after(key, WORKLOAD_EVENT_BATCH_SECONDS)
+        )
+
+        def by_name(ctl: Controller):
+            return lambda obj, *_: ctl.enqueue(obj["metadata"]["name"])
+
+        def rf_or_ac_for_all_cqs(*_: Any) -> None:
+            for name in state.flavors.store.keys():
+                self.rf_ctl.enqueue(name)
+            for name in state.admission_checks.store.keys():
+                self.ac_ctl.enqueue(name)
+
+        state.flavors.add_handler(
+            on_add=by_name(self.rf_ctl), on_update=lambda o, n: self.rf_ctl.enqueue(n["metadata"]["name"])
+        )
+        state.admission_checks.add_handler(
+            on_add=by_name(self.ac_ctl), on_update=lambda o, n: self.ac_ctl.enqueue(n["metadata"]["name"])
+        )
+        state.cluster_queues.add_handler(
+            on_add=lambda obj: (self.cq_ctl.enqueue(obj["metadata"]["name"]), rf_or_ac_for_all_cqs()),
+            on_update=lambda old, new: (self.cq_ctl.enqueue(new["metadata"]["name"]), rf_or_ac_for_all_cqs()),
+            on_delete=lambda obj: (self.cq_ctl.enqueue(obj["metadata"]["name"]), rf_or_ac_for_all_cqs()),
+        )
+        state.local_queues.add_handler(
+            on_add=lambda obj: self.lq_ctl.enqueue(object_key(obj)),
+            on_update=lambda old, new: self.lq_ctl.enqueue(object_key(new)),
+            on_delete=lambda obj: self.lq_ctl.enqueue(object_key(obj)),
+        )
+        state.priority_classes.add_handler(
+            on_add=by_name(self.wpc_ctl), on_update=lambda o, n: self.wpc_ctl.enqueue(n["metadata"]["name"])
+        )
+        state.workloads.add_handler(on_add=self._new_workload_priority)
+
+    def _new_workload_priority(self, obj: dict[str, Any]) -> None:
+        spec = obj.get("spec") or {}
+        if spec.get("priorityClassSource") == api.PRIORITY_CLASS_SOURCE_WORKLOAD and spec.get(
+            "priorityClassName"
+        ):
+            self.wpc_ctl.enqueue(spec["priorityClassName"])
+
+    def _enqueue_everything(self) -> None:
+        state = self.state
+        for key in state.workloads.store.keys():
+            self.workload_ctl.enqueue(key)
+        for name in state.cluster_queues.store.keys():
+            self.cq_ctl.enqueue(name)
+        for key in state.local_queues.store.keys():
+            self.lq_ctl.enqueue(key)
+        for name in state.flavors.store.keys():
+            self.rf_ctl.enqueue(name)
+        for name in state.admission_checks.store.keys():
+            self.ac_ctl.enqueue(name)
+        for name in state.priority_classes.store.keys():
+            self.wpc_ctl.enqueue(name)
+
+    # ---------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until cancelled or until leadership is lost."""
+        self._make_controllers()
+        await self._start_servers()
+        self.state.start_informers()
+        try:
+            await self.state.wait_synced()
+            self.state.rebuild()
+            log.info("caches synced", workloads=len(self.state.workloads.store))
+            self.ready.set()
+            lost = asyncio.Event()
+            if self.config.leader_elect:
+                self.elector = LeaderElector(
+                    self.kube,
+                    self.config.leader_election_namespace,
+                    self.config.leader_election_id,
+                    self.identity,
+                    lease_duration=self.config.lease_duration_seconds,
+                    renew_deadline=self.config.renew_deadline_seconds,
+                    retry_period=self.config.retry_period_seconds,
+                    clock=self.clock,
+                    on_stopped_leading=lambda: lost.set(),
+                )
+                self.elector.start()
+                log.info("waiting for leadership", lease=self.config.leader_election_id)
+                await self.elector.wait_leading()
+            log.info("leading: starting controllers and the scheduler")
+            for controller in self.controllers:
+                controller.start()
+            self._enqueue_everything()
+            self.leading.set()
+            self._scheduler_task = asyncio.get_running_loop().create_task(
+                self.state.run_scheduler(), name="scheduler"
+            )
+            lost_wait = asyncio.ensure_future(lost.wait())
+            done, _ = await asyncio.wait(
+                {self._scheduler_task, lost_wait}, return_when=asyncio.FIRST_COMPLETED
+            )
+            lost_wait.cancel()
+            if self._scheduler_task in done:
+                self._scheduler_task.result()  # re-raises a scheduler crash
+            if lost.is_set():
+                log.error("lost leadership; exiting")
+                raise LeadershipLost()
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        if self._scheduler_task is not None:
+            self._scheduler_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._scheduler_task
+        for controller in self.controllers:
+            await controller.stop()
+        if self.elector is not None:
+            await self.elector.stop()
+        await self.state.stop()
+        await self.recorder.flush()
+        for server in self.servers:
+            await server.stop()
+
+
+class LeadershipLost(Exception):
+    pass

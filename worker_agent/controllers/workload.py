@@ -1,0 +1,441 @@
+"""The Workload controller (spec §2.4, §3.10-§3.14): everything about a Workload's admission status
+that is not the scheduler's own decision.
+
+One reconcile per Workload key, level-triggered: it reads the cached object, computes the next
+status with `worker_agent.workload`, and writes it with one strict server-side apply (a conflict
+simply retries). Deadlines (PodsReady timeout, requeue backoff, maximum execution time) come back
+as `Result(requeue_after=...)`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import structlog
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient, NotFound
+from kube_runtime.clock import Clock
+from kube_runtime.conditions import parse_time
+from kube_runtime.controller import Result
+from kube_runtime.events import EventRecorder
+from worker_agent import workload as wlstatus
+from worker_agent.admission import AdmissionState
+
+log = structlog.get_logger("worker_agent.workload")
+
+Obj = dict[str, Any]
+
+
+def lq_missing_message(name: str) -> str:
+    return f"LocalQueue {name} doesn't exist"
+
+
+def lq_inactive_message(name: str) -> str:
+    return f"LocalQueue {name} is inactive"
+
+
+def cq_missing_message(name: str) -> str:
+    return f"ClusterQueue {name} doesn't exist"
+
+
+def deactivated_message(cause_message: str = "") -> str:
+    return "The workload is deactivated" + (f" due to {cause_message}" if cause_message else "")
+
+
+def pods_ready_timeout_message(namespace: str, name: str) -> str:
+    return f"Exceeded the PodsReady timeout {namespace}/{name}"
+
+
+class WorkloadController:
+    def __init__(
+        self,
+        kube: KubeClient,
+        state: AdmissionState,
+        clock: Clock | None = None,
+        recorder: EventRecorder | None = None,
+        metrics: Any = None,
+    ) -> None:
+        self.kube = kube
+        self.state = state
+        self.config = state.config
+        self.clock = clock or Clock()
+        self.recorder = recorder
+        self.metrics = metrics
+
+    async def _write(self, wl: Obj) -> None:
+        try:
+            await self.kube.apply_status(
+                api.WORKLOAD,
+                wlstatus.admission_apply_body(wl, strict=True),
+                api.FIELD_MANAGER_ADMISSION,
+                force=True,
+            )
+        except NotFound:
+            return
+
+    async def _event(self, wl: Obj, type_: str, reason: str, note: str) -> None:
+        if self.recorder is not None:
+            await self.recorder.event(wl, type_, reason, "Reconcile", note)
+
+    async def reconcile(self, key: str) -> Result | None:
+        cached = self.state.workloads.get(key)
+        if cached is None or wlstatus.is_finished(cached):
+            return None
+        now = self.clock.now()
+        wl = wlstatus.working_copy(cached)
+        name, namespace = wl["metadata"]["name"], wl["metadata"]["namespace"]
+
+        # --- deactivation (§3.13)
+        if not wlstatus.is_active(wl):
+            return await self._reconcile_inactive(wl, now)
+        target = wlstatus.condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)
+        if target and target.get("status") == "True":
+            await self.kube.patch_merge(api.WORKLOAD, name, {"spec": {"active": False}}, namespace=namespace)
+            return None
+
+        changed = False
+        requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
+        if (
+            requeued
+            and requeued.get("status") == "False"
+            and requeued.get("reason") == api.REASON_DEACTIVATED
+            and not wlstatus.has_quota_reservation(wl)
+        ):
+            changed |= wlstatus.set_requeued(wl, True, api.REASON_REACTIVATED, api.MSG_REACTIVATED, now)
+
+        lq = self.state.local_queue_for(wl)
+        cq_name = self.state.cluster_queue_for(wl)
+        cq = self.state.cluster_queues.get(cq_name) if cq_name else None
+
+        # --- admission checks (§3.10)
+        if cq is not None:
+            admission = (wl.get("status") or {}).get("admission")
+            all_flavors = [
+                f["name"]
+                for rg in (cq.get("spec") or {}).get("resourceGroups") or ()
+                for f in rg.get("flavors") or ()
+            ]
+            assigned = None
+            if admission:
+                assigned = {
+                    f
+                    for psa in admission.get("podSetAssignments") or ()
+                    for f in (psa.get("flavors") or {}).values()
+                }
+            required = wlstatus.admission_checks_for(cq.get("spec") or {}, assigned, all_flavors)
+            changed |= wlstatus.sync_admission_checks(wl, required, now)
+
+        result = await self._reconcile_checks(wl, now)
+        if result is not None:
+            return result if result is not True else None
+
+        if wlstatus.has_quota_reservation(wl):
+            was_admitted = wlstatus.is_admitted(wl)
+            if wlstatus.sync_admitted_condition(wl, now):
+                changed = True
+                if not was_admitted and wlstatus.is_admitted(wl):
+                    reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED) or {}
+                    wait = self._since(reserved.get("lastTransitionTime"), now)
+                    await self._write(wl)
+                    await self._event(
+                        wl,
+                        api.EVENT_NORMAL,
+                        api.EVENT_ADMITTED,
+                        api.admitted_event_message(cq_name or "", wait),
+                    )
+                    if self.metrics is not None:
+                        self.metrics.admitted(
+                            cq_name or "", self._since(wl["metadata"].get("creationTimestamp"), now)
+                        )
+                    return None
+            stop = await self._reconcile_queue_state(wl, lq, cq, cq_name, now)
+            if stop is not None:
+                return stop
+            if changed:
+                await self._write(wl)
+                return None
+            return await self._enforce_deadlines(wl, now)
+
+        # --- pending
+        requeue_after = self._reconcile_backoff(wl, now)
+        if requeue_after == 0.0:
+            changed = True
+            requeue_after = None
+        changed |= self._restarted_queues(wl, lq, cq, now)
+        changed |= self._queue_problems(wl, lq, cq, cq_name, now)
+        if changed:
+            await self._write(wl)
+        return Result(requeue_after=requeue_after) if requeue_after else None
+
+    # ---------------------------------------------------------------------------------------------
+
+    async def _reconcile_inactive(self, wl: Obj, now: dt.datetime) -> Result | None:
+        target = wlstatus.condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)
+        reason, message = api.REASON_DEACTIVATED, deactivated_message()
+        if target and target.get("status") == "True":
+            reason = api.deactivated_due_to(target.get("reason", ""))
+            message = deactivated_message(target.get("message", ""))
+        changed = False
+        evicted_now = False
+        if wlstatus.has_quota_reservation(wl) and not wlstatus.is_evicted(wl):
+            changed |= wlstatus.set_evicted(wl, reason, message, now)
+            evicted_now = True
+        if target is not None:
+            changed |= wlstatus.remove_condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)
+        status = wl.setdefault("status", {})
+        if status.pop("requeueState", None) is not None:
+            changed = True
+        if not wlstatus.has_quota_reservation(wl):
+            reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED)
+            if reserved is not None or wlstatus.condition(wl, api.WORKLOAD_EVICTED) is not None:
+                changed |= wlstatus.set_condition(
+                    wl, api.WORKLOAD_QUOTA_RESERVED, "False", api.REASON_DEACTIVATED, message, now
+                )
+            requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
+            if requeued is None or requeued.get("status") == "True":
+                evicted = wlstatus.condition(wl, api.WORKLOAD_EVICTED)
+                if evicted is not None and evicted.get("status") == "True":
+                    changed |= wlstatus.set_requeued(
+                        wl, False, evicted.get("reason", reason), evicted.get("message", message), now
+                    )
+        if changed:
+            await self._write(wl)
+        if evicted_now:
+            cq = self.state.cluster_queue_for(wl) or ""
+            await self._event(wl, api.EVENT_NORMAL, api.evicted_due_to_event(reason), message)
+            if self.metrics is not None:
+                self.metrics.evicted(cq, reason, "")
+        return None
+
+    async def _reconcile_checks(self, wl: Obj, now: dt.datetime) -> Result | bool | None:
+        """Rejected -> DeactivationTarget; Retry -> evict with backoff. True when it wrote."""
+        checks = wlstatus.check_states(wl)
+        rejected = [c for c in checks if c.get("state") == api.CHECK_STATE_REJECTED]
+        if rejected:
+            message = api.admission_check_rejected_message(
+                (c["name"], c.get("message", "")) for c in rejected
+            )
+            wlstatus.set_deactivation_target(wl, api.REASON_ADMISSION_CHECK, message, now)
+            await self._write(wl)
+            first = rejected[0]
+            await self._event(
+                wl,
+                api.EVENT_WARNING,
+                api.EVENT_ADMISSION_CHECK_REJECTED,
+                f"Deactivating workload because AdmissionCheck for {first['name']} was Rejected: "
+                f"{first.get('message', '')}",
+            )
+            return True
+        retry = [c for c in checks if c.get("state") == api.CHECK_STATE_RETRY]
+        if retry and wlstatus.has_quota_reservation(wl) and not wlstatus.is_evicted(wl):
+            message = api.evicted_due_to_admission_check_retry_message(
+                (c["name"], c.get("message", "")) for c in retry
+            )
+            requeue_at = None
+            for c in retry:
+                after = c.get("requeueAfterSeconds")
+                if after and c.get("lastTransitionTime"):
+                    at = parse_time(c["lastTransitionTime"]) + dt.timedelta(seconds=int(after))
+                    requeue_at = at if requeue_at is None or at > requeue_at else requeue_at
+            wlstatus.set_evicted(wl, api.REASON_ADMISSION_CHECK, message, now)
+            if requeue_at is not None:
+                state = wl.setdefault("status", {}).setdefault("requeueState", {})
+                state["requeueAt"] = requeue_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            await self._write(wl)
+            await self._event(
+                wl, api.EVENT_NORMAL, api.evicted_due_to_event(api.REASON_ADMISSION_CHECK), message
+            )
+            if self.metrics is not None:
+                self.metrics.evicted(self.state.cluster_queue_for(wl) or "", api.REASON_ADMISSION_CHECK, "")
+            return True
+        return None
+
+    async def _reconcile_queue_state(
+        self, wl: Obj, lq: Obj | None, cq: Obj | None, cq_name: str | None, now: dt.datetime
+    ) -> Result | None:
+        """Stop policies and missing queues for a workload holding quota (§3.14)."""
+        lq_policy = ((lq or {}).get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE
+        cq_policy = ((cq or {}).get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE
+        queue = (wl.get("spec") or {}).get("queueName", "")
+        if wlstatus.is_admitted(wl):
+            for policy, reason, message in (
+                (lq_policy, api.REASON_LOCAL_QUEUE_STOPPED, api.MSG_LOCAL_QUEUE_STOPPED),
+                (cq_policy, api.REASON_CLUSTER_QUEUE_STOPPED, api.MSG_CLUSTER_QUEUE_STOPPED),
+            ):
+                if policy == api.STOP_POLICY_HOLD_AND_DRAIN and not wlstatus.is_evicted(wl):
+                    wlstatus.set_evicted(wl, reason, message, now)
+                    await self._write(wl)
+                    await self._event(wl, api.EVENT_NORMAL, api.evicted_due_to_event(reason), message)
+                    if self.metrics is not None:
+                        self.metrics.evicted(cq_name or "", reason, "")
+                    return Result()
+            return None
+        problem = None
+        if lq is None or (lq.get("metadata") or {}).get("deletionTimestamp"):
+            problem = (api.REASON_MISCONFIGURED, api.local_queue_missing_message(queue))
+        elif lq_policy != api.STOP_POLICY_NONE:
+            problem = (api.REASON_SUSPENDED, api.local_queue_stopped_message(queue))
+        elif cq is None or (cq.get("metadata") or {}).get("deletionTimestamp"):
+            problem = (api.REASON_MISCONFIGURED, api.cluster_queue_missing_message(cq_name or ""))
+        elif cq_policy != api.STOP_POLICY_NONE:
+            problem = (api.REASON_SUSPENDED, api.cluster_queue_stopped_message(cq_name or ""))
+        if problem is None:
+            return None
+        wlstatus.unset_quota_reservation(wl, problem[0], problem[1], now)
+        await self._write(wl)
+        return Result()
+
+    def _admitted_deadlines(self, wl: Obj, now: dt.datetime) -> Result | None:
+        """Schedule the PodsReady timeout and maximum execution time checks."""
+        waits = [w for w in (self._pods_ready_remaining(wl, now), self._max_exec_remaining(wl, now)) if w]
+        if not waits:
+            return None
+        remaining = min(waits)
+        if remaining <= 0:
+            return Result(requeue_after=0.001)
+        return Result(requeue_after=remaining)
+
+    def _pods_ready_remaining(self, wl: Obj, now: dt.datetime) -> float | None:
+        wfpr = self.config.wait_for_pods_ready
+        if wfpr is None or not wlstatus.is_admitted(wl) or wlstatus.is_evicted(wl):
+            return None
+        pods_ready = wlstatus.condition(wl, api.WORKLOAD_PODS_READY)
+        if pods_ready and pods_ready.get("status") == "True":
+            return None
+        if pods_ready and pods_ready.get("reason") == api.REASON_WAIT_FOR_RECOVERY:
+            if wfpr.recovery_timeout_seconds is None:
+                return None
+            return wfpr.recovery_timeout_seconds - self._since(pods_ready.get("lastTransitionTime"), now)
+        admitted = wlstatus.condition(wl, api.WORKLOAD_ADMITTED) or {}
+        return wfpr.timeout_seconds - self._since(admitted.get("lastTransitionTime"), now)
+
+    def _max_exec_remaining(self, wl: Obj, now: dt.datetime) -> float | None:
+        limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        if not limit or not wlstatus.is_admitted(wl):
+            return None
+        admitted = wlstatus.condition(wl, api.WORKLOAD_ADMITTED) or {}
+        past = int((wl.get("status") or {}).get("accumulatedPastExexcutionTimeSeconds") or 0)
+        return int(limit) - past - self._since(admitted.get("lastTransitionTime"), now)
+
+    def _reconcile_backoff(self, wl: Obj, now: dt.datetime) -> float | None:
+        """Pending after a timed-out or retried admission: Requeued=True once requeueAt passes."""
+        status = wl.get("status") or {}
+        state = status.get("requeueState") or {}
+        requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
+        waiting = (
+            requeued is not None
+            and requeued.get("status") == "False"
+            and requeued.get("reason")
+            in (
+                api.REASON_PODS_READY_TIMEOUT,
+                api.REASON_ADMISSION_CHECK,
+            )
+        )
+        at = state.get("requeueAt")
+        if at:
+            remaining = (parse_time(at) - now).total_seconds()
+            if remaining > 0:
+                return remaining
+        if not waiting and not at:
+            return None
+        if not waiting:
+            return None
+        if at:
+            state = wl["status"]["requeueState"]
+            state.pop("requeueAt", None)
+        wlstatus.set_requeued(wl, True, api.REASON_BACKOFF_FINISHED, api.MSG_BACKOFF_FINISHED, now)
+        return 0.0
+
+    def _restarted_queues(self, wl: Obj, lq: Obj | None, cq: Obj | None, now: dt.datetime) -> bool:
+        requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
+        if requeued is None or requeued.get("status") != "False":
+            return False
+        reason = requeued.get("reason")
+        if reason == api.REASON_CLUSTER_QUEUE_STOPPED and cq is not None:
+            if ((cq.get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE) == api.STOP_POLICY_NONE:
+                return wlstatus.set_requeued(wl, True, api.REASON_CLUSTER_QUEUE_RESTARTED, "", now)
+        if reason == api.REASON_LOCAL_QUEUE_STOPPED and lq is not None:
+            if ((lq.get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE) == api.STOP_POLICY_NONE:
+                return wlstatus.set_requeued(wl, True, api.REASON_LOCAL_QUEUE_RESTARTED, "", now)
+        return False
+
+    def _queue_problems(
+        self, wl: Obj, lq: Obj | None, cq: Obj | None, cq_name: str | None, now: dt.datetime
+    ) -> bool:
+        """A pending workload whose LocalQueue or ClusterQueue is missing or inactive (§6 J)."""
+        queue = (wl.get("spec") or {}).get("queueName")
+        if not queue:
+            return False
+        if lq is None:
+            problem = (api.REASON_MISCONFIGURED, lq_missing_message(queue))
+        elif ((lq.get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE) != api.STOP_POLICY_NONE:
+            problem = (api.REASON_SUSPENDED, lq_inactive_message(queue))
+        elif cq is None:
+            problem = (api.REASON_MISCONFIGURED, cq_missing_message(cq_name or ""))
+        elif not self.state.cluster_queue_active(cq_name or ""):
+            problem = (api.REASON_SUSPENDED, api.cluster_queue_inactive(cq_name or ""))
+        else:
+            return False
+        return wlstatus.set_pending_condition(wl, problem[0], problem[1], now)
+
+    def _since(self, timestamp: str | None, now: dt.datetime) -> float:
+        if not timestamp:
+            return 0.0
+        return max(0.0, (now - parse_time(timestamp)).total_seconds())
+
+    async def _enforce_deadlines(self, wl: Obj, now: dt.datetime) -> Result | None:
+        """PodsReady timeout (evict with backoff, or deactivate past the limit) and max execution time."""
+        remaining = self._pods_ready_remaining(wl, now)
+        if remaining is not None and remaining <= 0:
+            wfpr = self.config.wait_for_pods_ready
+            assert wfpr is not None
+            count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0)
+            limit = wfpr.requeuing.backoff_limit_count
+            if limit is not None and count + 1 > limit:
+                wlstatus.set_deactivation_target(
+                    wl, api.REASON_REQUEUING_LIMIT_EXCEEDED, api.MSG_REQUEUING_LIMIT_EXCEEDED, now
+                )
+                await self._write(wl)
+                return None
+            pods_ready = wlstatus.condition(wl, api.WORKLOAD_PODS_READY) or {}
+            cause = (
+                api.REASON_WAIT_FOR_RECOVERY
+                if pods_ready.get("reason") == api.REASON_WAIT_FOR_RECOVERY
+                else api.REASON_WAIT_FOR_START
+            )
+            message = pods_ready_timeout_message(wl["metadata"]["namespace"], wl["metadata"]["name"])
+            wlstatus.set_evicted(wl, api.REASON_PODS_READY_TIMEOUT, message, now, underlying_cause=cause)
+            wlstatus.update_requeue_state(
+                wl, wfpr.requeuing.backoff_base_seconds, wfpr.requeuing.backoff_max_seconds, now
+            )
+            await self._write(wl)
+            await self._event(
+                wl, api.EVENT_NORMAL, api.evicted_due_to_event(api.REASON_PODS_READY_TIMEOUT), message
+            )
+            if self.metrics is not None:
+                self.metrics.evicted(
+                    self.state.cluster_queue_for(wl) or "", api.REASON_PODS_READY_TIMEOUT, cause
+                )
+            return None
+        remaining_exec = self._max_exec_remaining(wl, now)
+        if remaining_exec is not None and remaining_exec <= 0:
+            if not wlstatus.is_true(wl, api.WORKLOAD_DEACTIVATION_TARGET):
+                wlstatus.set_deactivation_target(
+                    wl,
+                    api.REASON_MAXIMUM_EXECUTION_TIME_EXCEEDED,
+                    api.MSG_MAXIMUM_EXECUTION_TIME_EXCEEDED,
+                    now,
+                )
+                wl.setdefault("status", {}).pop("accumulatedPastExexcutionTimeSeconds", None)
+                await self._write(wl)
+                limit = int((wl.get("spec") or {}).get("maximumExecutionTimeSeconds") or 0)
+                await self._event(
+                    wl,
+                    api.EVENT_WARNING,
+                    api.EVENT_MAXIMUM_EXECUTION_TIME_EXCEEDED,
+                    api.maximum_execution_time_exceeded_event_message(limit),
+                )
+            return None
+        return self._admitted_deadlines(wl, now)

@@ -1010,3 +1010,26 @@ def flavor_not_found(flavor: str) -> str:
 
 def resource_unavailable(resource: str) -> str:
     return f"resource {resource} unavailable in ClusterQueue"
+
+
+# --- Workload controller messages for queues, deactivation and PodsReady timeouts
+
+
+def lq_missing_message(name: str) -> str:
+    return f"LocalQueue {name} doesn't exist"
+
+
+def lq_inactive_message(name: str) -> str:
+    return f"LocalQueue {name} is inactive"
+
+
+def cq_missing_message(name: str) -> str:
+    return f"ClusterQueue {name} doesn't exist"
+
+
+def deactivated_message(cause_message: str = "") -> str:
+    return "The workload is deactivated" + (f" due to {cause_message}" if cause_message else "")
+
+
+def pods_ready_timeout_message(namespace: str, name: str) -> str:
+    return f"Exceeded the PodsReady timeout {namespace}/{name}"

@@ -188,6 +188,9 @@ class AdmissionState:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._write_limit = asyncio.Semaphore(32)
         self._preempt_limit = asyncio.Semaphore(MAX_PARALLEL_PREEMPTIONS)
+        # Admitted workloads whose PodsReady is not True (waitForPodsReady.blockAdmission).
+        self.not_ready: set[str] = set()
+        self._blocked_written: set[str] = set()
         self.decisions_total = 0
         self.cycles_total = 0
         self.engine_cpu_seconds = 0.0
@@ -392,6 +395,9 @@ class AdmissionState:
         key = object_key(obj)
         info = self.snapshot.remove_workload(key)
         self.assumed.discard(key)
+        if key in self.not_ready:
+            self.not_ready.discard(key)
+            self.wake.set()
         self.queues.delete(key)
         self.scheduler.observe_removed(key)
         self._pending_written.pop(key, None)
@@ -407,6 +413,15 @@ class AdmissionState:
         """§3.1 event routing: into the cache, into the queues, or out of both."""
         key = object_key(new)
         now = self.clock.now().timestamp()
+        if (
+            holds_quota(new)
+            and wlstatus.is_admitted(new)
+            and not wlstatus.is_true(new, api.WORKLOAD_PODS_READY)
+        ):
+            self.not_ready.add(key)
+        elif key in self.not_ready:
+            self.not_ready.discard(key)
+            self.wake.set()
         if holds_quota(new):
             self.assumed.discard(key)
             cq = self.cluster_queue_for(new) or ""
@@ -548,6 +563,11 @@ class AdmissionState:
             if self.structure_dirty:
                 self.rebuild()
             self.wake.clear()
+            if self.admission_blocked():
+                self._report_blocked()
+                await self.wake.wait()
+                continue
+            self._blocked_written.clear()
             result = self.schedule_once()
             if result.heads == 0:
                 await self.wake.wait()
@@ -561,6 +581,24 @@ class AdmissionState:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), backoff)
             backoff = min(backoff * 2, CYCLE_BACKOFF_MAX)
+
+    def admission_blocked(self) -> bool:
+        """waitForPodsReady.blockAdmission: no new admission until every admitted workload is ready."""
+        wfpr = self.config.wait_for_pods_ready
+        return bool(wfpr and wfpr.block_admission and self.not_ready)
+
+    def _report_blocked(self) -> None:
+        """Each ClusterQueue head shows why it waits: QuotaReserved=False/WaitingForPodsReady."""
+        for queue in self.queues.queues.values():
+            head = queue.peek()
+            if head is None or head.key in self._blocked_written:
+                continue
+            self._blocked_written.add(head.key)
+            decision = Requeue(head.key, api.REASON_WAITING_FOR_PODS_READY, api.MSG_WAITING_FOR_PODS_READY)
+            if self._pending_written.get(head.key) != (decision.reason, decision.message):
+                self._spawn(self._write_pending(decision))
+        if len(self._blocked_written) > 10_000:
+            self._blocked_written.clear()
 
     def schedule_once(self) -> CycleResult:
         started = time.process_time()

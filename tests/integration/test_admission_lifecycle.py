@@ -277,3 +277,23 @@ async def test_maximum_execution_time_deactivates(kube, cluster):
         evicted = condition(wl, api.WORKLOAD_EVICTED)
         assert evicted["reason"] == "DeactivatedDueToMaximumExecutionTimeExceeded"
         assert evicted["message"] == "The workload is deactivated due to exceeding the maximum execution time"
+
+
+async def test_block_admission_waits_for_pods_ready(kube, cluster):
+    ns = cluster.namespace
+    await _queue(cluster)
+    config = {"waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": True}}
+    async with running_agent(kube, config):
+        await cluster.create(workload(ns, "first", "main"))
+        await eventually(lambda: cluster.admitted("first"))
+        await cluster.create(workload(ns, "second", "main"))
+        assert await eventually(lambda: cluster.pending_reason("second")) == (
+            "WaitingForPodsReady",
+            "waiting for all admitted workloads to be in PodsReady condition",
+        )
+        await consistently(lambda: _not_reserved(cluster, "second"), duration=1.5)
+        # The job integration reports the first workload's pods ready: the second is admitted.
+        await cluster.set_conditions(
+            "first", {"type": "PodsReady", "status": "True", "reason": "Started", "message": "ready"}
+        )
+        await eventually(lambda: cluster.admitted("second"))

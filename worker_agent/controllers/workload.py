@@ -28,26 +28,6 @@ log = structlog.get_logger("worker_agent.workload")
 Obj = dict[str, Any]
 
 
-def lq_missing_message(name: str) -> str:
-    return f"LocalQueue {name} doesn't exist"
-
-
-def lq_inactive_message(name: str) -> str:
-    return f"LocalQueue {name} is inactive"
-
-
-def cq_missing_message(name: str) -> str:
-    return f"ClusterQueue {name} doesn't exist"
-
-
-def deactivated_message(cause_message: str = "") -> str:
-    return "The workload is deactivated" + (f" due to {cause_message}" if cause_message else "")
-
-
-def pods_ready_timeout_message(namespace: str, name: str) -> str:
-    return f"Exceeded the PodsReady timeout {namespace}/{name}"
-
-
 class WorkloadController:
     def __init__(
         self,
@@ -173,10 +153,10 @@ class WorkloadController:
 
     async def _reconcile_inactive(self, wl: Obj, now: dt.datetime) -> Result | None:
         target = wlstatus.condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)
-        reason, message = api.REASON_DEACTIVATED, deactivated_message()
+        reason, message = api.REASON_DEACTIVATED, api.deactivated_message()
         if target and target.get("status") == "True":
             reason = api.deactivated_due_to(target.get("reason", ""))
-            message = deactivated_message(target.get("message", ""))
+            message = api.deactivated_message(target.get("message", ""))
         changed = False
         evicted_now = False
         if wlstatus.has_quota_reservation(wl) and not wlstatus.is_evicted(wl):
@@ -369,11 +349,11 @@ class WorkloadController:
         if not queue:
             return False
         if lq is None:
-            problem = (api.REASON_MISCONFIGURED, lq_missing_message(queue))
+            problem = (api.REASON_MISCONFIGURED, api.lq_missing_message(queue))
         elif ((lq.get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE) != api.STOP_POLICY_NONE:
-            problem = (api.REASON_SUSPENDED, lq_inactive_message(queue))
+            problem = (api.REASON_SUSPENDED, api.lq_inactive_message(queue))
         elif cq is None:
-            problem = (api.REASON_MISCONFIGURED, cq_missing_message(cq_name or ""))
+            problem = (api.REASON_MISCONFIGURED, api.cq_missing_message(cq_name or ""))
         elif not self.state.cluster_queue_active(cq_name or ""):
             problem = (api.REASON_SUSPENDED, api.cluster_queue_inactive(cq_name or ""))
         else:
@@ -405,7 +385,7 @@ class WorkloadController:
                 if pods_ready.get("reason") == api.REASON_WAIT_FOR_RECOVERY
                 else api.REASON_WAIT_FOR_START
             )
-            message = pods_ready_timeout_message(wl["metadata"]["namespace"], wl["metadata"]["name"])
+            message = api.pods_ready_timeout_message(wl["metadata"]["namespace"], wl["metadata"]["name"])
             wlstatus.set_evicted(wl, api.REASON_PODS_READY_TIMEOUT, message, now, underlying_cause=cause)
             wlstatus.update_requeue_state(
                 wl, wfpr.requeuing.backoff_base_seconds, wfpr.requeuing.backoff_max_seconds, now

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -22,12 +23,13 @@ from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer
-from kube_runtime.informer import object_key
+from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
 from worker_agent.admission import AdmissionState
 from worker_agent.config import Configuration
 from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
 from worker_agent.controllers.workload import WorkloadController
+from worker_agent.integrations import setup_integrations
 
 log = structlog.get_logger("worker_agent")
 
@@ -75,6 +77,12 @@ class Agent:
         self.health_bind_address = health_bind_address or config.health_probe_bind_address
         self.controllers: list[Controller] = []
         self.servers: list[HealthServer] = []
+        # Job integrations (worker_agent/integrations) register informers and controllers here.
+        self.integration_informers: list[Informer] = []
+        self.integration_controllers: list[Controller] = []
+        self.integrations: list[Any] = []
+        self._on_leading: list[Callable[[], Any]] = []
+        self.integrations = setup_integrations(self)
         self.elector: LeaderElector | None = None
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = asyncio.Event()
@@ -96,7 +104,20 @@ class Agent:
             log.info("serving /metrics /healthz /readyz", address=f"{host}:{server.port}")
 
     async def _synced(self) -> bool:
-        return all(i.has_synced for i in self.state.informers)
+        return all(i.has_synced for i in self.state.informers + self.integration_informers)
+
+    def register(
+        self,
+        informers: Iterable[Informer] = (),
+        controllers: Iterable[Controller] = (),
+        on_leading: Callable[[], Any] | None = None,
+    ) -> None:
+        """For integrations: informers run on every replica, controllers only on the leader;
+        `on_leading` runs once leadership is acquired (e.g. to enqueue every object)."""
+        self.integration_informers.extend(informers)
+        self.integration_controllers.extend(controllers)
+        if on_leading is not None:
+            self._on_leading.append(on_leading)
 
     def _make_controllers(self) -> None:
         qc = self.queue_controllers
@@ -189,8 +210,12 @@ class Agent:
         self._make_controllers()
         await self._start_servers()
         self.state.start_informers()
+        for informer in self.integration_informers:
+            informer.start()
         try:
             await self.state.wait_synced()
+            for informer in self.integration_informers:
+                await informer.wait_synced()
             self.state.rebuild()
             log.info("caches synced", workloads=len(self.state.workloads.store))
             self.ready.set()
@@ -208,12 +233,16 @@ class Agent:
                     on_stopped_leading=lambda: lost.set(),
                 )
                 self.elector.start()
+                self.metrics.set_replica_role("follower")
                 log.info("waiting for leadership", lease=self.config.leader_election_id)
                 await self.elector.wait_leading()
+                self.metrics.set_replica_role("leader")
             log.info("leading: starting controllers and the scheduler")
-            for controller in self.controllers:
+            for controller in self.controllers + self.integration_controllers:
                 controller.start()
             self._enqueue_everything()
+            for callback in self._on_leading:
+                callback()
             self.leading.set()
             self._scheduler_task = asyncio.get_running_loop().create_task(
                 self.state.run_scheduler(), name="scheduler"
@@ -236,8 +265,10 @@ class Agent:
             self._scheduler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._scheduler_task
-        for controller in self.controllers:
+        for controller in self.controllers + self.integration_controllers:
             await controller.stop()
+        for informer in self.integration_informers:
+            await informer.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.state.stop()

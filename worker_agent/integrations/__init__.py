@@ -1,1 +1,45 @@
-"""integrations."""
+"""Job integrations: they turn user objects (batch/v1 Jobs, LeaderWorkerSets, pod groups) into
+Workloads and start or stop them as the Workloads are admitted or evicted (spec §4).
+
+Each integration is a class taking the Agent; its constructor builds informers and controllers
+and hands them to `agent.register(...)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# framework name -> "module:Class", imported only when the framework is enabled.
+INTEGRATIONS = {
+    "batch/job": "worker_agent.integrations.job:JobIntegration",
+    "pod": "worker_agent.integrations.podgroup:PodGroupIntegration",
+    "leaderworkerset.x-k8s.io/leaderworkerset": (
+        "worker_agent.integrations.leaderworkerset:LeaderWorkerSetIntegration"
+    ),
+}
+# LeaderWorkerSet runs its groups as pod groups, so it implicitly enables the pod integration.
+IMPLIED = {"leaderworkerset.x-k8s.io/leaderworkerset": ("pod",)}
+
+
+def enabled_frameworks(frameworks: tuple[str, ...]) -> list[str]:
+    result: list[str] = []
+    for name in frameworks:
+        for implied in (*IMPLIED.get(name, ()), name):
+            if implied in INTEGRATIONS and implied not in result:
+                result.append(implied)
+    return result
+
+
+def setup_integrations(agent: Any) -> list[Any]:
+    integrations = []
+    for name in enabled_frameworks(agent.config.frameworks):
+        module_name, _, class_name = INTEGRATIONS[name].partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # not built yet
+        integrations.append(getattr(module, class_name)(agent))
+    return integrations

@@ -87,6 +87,14 @@ async def test_admits_as_fits_and_reports_status(kube, cluster):
         # kubectl shows upstream columns with these values.
         out = cluster_kubectl(cluster, "get", "clusterqueues", cq)
         assert out.split("\n")[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"]
+        out = cluster_kubectl(cluster, "get", "clusterqueues", cq, "-o", "wide")
+        header, row = out.strip().split("\n")
+        assert header.split() == ["NAME", "COHORT", "STRATEGY", "PENDING", "WORKLOADS", "ADMITTED", "WORKLOADS"]
+        assert row.split() == [cq, "BestEffortFIFO", "1", "1"]
+        out = cluster_kubectl(cluster, "get", "localqueues", "-n", ns)
+        header, row = out.strip().split("\n")
+        assert header.split() == ["NAME", "CLUSTERQUEUE", "PENDING", "WORKLOADS", "ADMITTED", "WORKLOADS"]
+        assert row.split() == ["main", cq, "1", "1"]
         out = cluster_kubectl(cluster, "get", "workloads", "-n", ns, "first")
         header, row = out.strip().split("\n")
         assert header.split()[:5] == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED"]

@@ -1,0 +1,74 @@
+"""The worker_agent's RBAC in deploy/worker-agent is enough: an agent authenticated as the
+kueue-worker-agent ServiceAccount (token from the TokenRequest API) elects a leader, admits a
+Workload, writes ClusterQueue status and events, with no permission errors."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from admission_kit import (
+    cluster_queue,
+    eventually,
+    local_queue,
+    resource_flavor,
+    running_agent,
+    unique,
+    workload,
+)
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient
+
+pytestmark = pytest.mark.realcluster
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "worker-agent"
+
+
+async def test_agent_runs_with_its_service_account(kube, cluster, fleet):
+    cluster.fleet.kubectl(
+        "manager", "apply", "-f", str(DEPLOY / "namespace.yaml"), "-f", str(DEPLOY / "rbac.yaml")
+    )
+    token = await kube.request(
+        "POST",
+        "/api/v1/namespaces/kueue-system/serviceaccounts/kueue-worker-agent/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    admin = yaml.safe_load(Path(fleet.kubeconfig("manager")).read_text())  # noqa: ASYNC240 - a small local file
+    config = copy.deepcopy(admin)
+    config["users"] = [{"name": "agent", "user": {"token": token["status"]["token"]}}]
+    config["contexts"] = [
+        {"name": "agent", "context": {"cluster": admin["clusters"][0]["name"], "user": "agent"}}
+    ]
+    config["current-context"] = "agent"
+    ns = cluster.namespace
+    rf, cq = unique("rf"), unique("cq")
+    await cluster.create(resource_flavor(rf))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "2"}}))
+    await cluster.create(local_queue(ns, "main", cq))
+    async with await KubeClient.from_kubeconfig_dict(config) as agent_kube:
+        lease = unique("rbac-test")
+        settings = {"leaderElection": {"leaderElect": True, "resourceName": lease}}
+        async with running_agent(agent_kube, settings) as agent:
+            await cluster.create(workload(ns, "w", "main"))
+            await eventually(lambda: cluster.admitted("w"))
+
+            async def cq_status():
+                return ((await cluster.cq(cq)).get("status") or {}).get("admittedWorkloads") == 1
+
+            await eventually(cq_status)
+
+            async def events():
+                items, _ = await kube.list(api.EVENT, namespace=ns)
+                return {e.get("reason") for e in items} >= {"QuotaReserved", "Admitted"}
+
+            await eventually(events)
+            assert agent.recorder.dropped == 0
+            held = await kube.get(api.LEASE, lease, namespace="kueue-system")
+            assert held["spec"]["holderIdentity"] == agent.identity

@@ -185,6 +185,11 @@ class AdmissionState:
         self.on_workload_changed: list[Callable[[str], None]] = []
         # Last pending reason written per workload, to skip repeated identical writes.
         self._pending_written: dict[str, tuple[str, str]] = {}
+        # Pending-condition writes are serialized per workload; the newest decision wins, and the
+        # base object is our own last write when the cache has not caught up with it yet.
+        self._pending_latest: dict[str, Requeue] = {}
+        self._pending_writers: set[str] = set()
+        self._applied: dict[str, Obj] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._write_limit = asyncio.Semaphore(32)
         self._preempt_limit = asyncio.Semaphore(MAX_PARALLEL_PREEMPTIONS)
@@ -401,6 +406,7 @@ class AdmissionState:
         self.queues.delete(key)
         self.scheduler.observe_removed(key)
         self._pending_written.pop(key, None)
+        self._applied.pop(key, None)
         cq = info.cluster_queue if info is not None else self.cluster_queue_for(obj)
         if cq:
             self.request_flush([cq])
@@ -430,6 +436,7 @@ class AdmissionState:
             self.snapshot.add_workload(info)
             self.queues.delete(key)
             self._pending_written.pop(key, None)
+            self._applied.pop(key, None)
             if previous is not None and previous.usage != info.usage:
                 self.request_flush([cq])  # reclaimable pods released quota
             return
@@ -594,9 +601,9 @@ class AdmissionState:
             if head is None or head.key in self._blocked_written:
                 continue
             self._blocked_written.add(head.key)
-            decision = Requeue(head.key, api.REASON_WAITING_FOR_PODS_READY, api.MSG_WAITING_FOR_PODS_READY)
-            if self._pending_written.get(head.key) != (decision.reason, decision.message):
-                self._spawn(self._write_pending(decision))
+            self._queue_pending_write(
+                Requeue(head.key, api.REASON_WAITING_FOR_PODS_READY, api.MSG_WAITING_FOR_PODS_READY)
+            )
         if len(self._blocked_written) > 10_000:
             self._blocked_written.clear()
 
@@ -619,9 +626,36 @@ class AdmissionState:
             elif isinstance(decision, Preempt):
                 self._spawn(self._write_preemption(decision))
             elif isinstance(decision, Requeue):
-                written = self._pending_written.get(decision.workload_key)
-                if written != (decision.reason, decision.message):
-                    self._spawn(self._write_pending(decision))
+                self._queue_pending_write(decision)
+
+    def _queue_pending_write(self, decision: Requeue) -> None:
+        key = decision.workload_key
+        if self._pending_written.get(key) == (decision.reason, decision.message):
+            self._pending_latest.pop(key, None)
+            return
+        self._pending_latest[key] = decision
+        if key not in self._pending_writers:
+            self._pending_writers.add(key)
+            self._spawn(self._pending_writer(key))
+
+    async def _pending_writer(self, key: str) -> None:
+        try:
+            while key in self._pending_latest:
+                await self._write_pending(self._pending_latest.pop(key))
+        finally:
+            self._pending_writers.discard(key)
+
+    def _newest(self, key: str) -> Obj | None:
+        """The cached Workload, or our own last write of it when that is newer."""
+        cached = self.workloads.get(key)
+        applied = self._applied.get(key)
+        if cached is None or applied is None:
+            return cached
+        try:
+            newer = int(applied["metadata"]["resourceVersion"]) > int(cached["metadata"]["resourceVersion"])
+        except (KeyError, ValueError):
+            return cached
+        return applied if newer else cached
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -738,17 +772,16 @@ class AdmissionState:
 
     async def _write_pending(self, decision: Requeue) -> None:
         key = decision.workload_key
-        cached = self.workloads.get(key)
-        if cached is None or wlstatus.has_quota_reservation(cached) or key in self.snapshot.workloads:
+        base = self._newest(key)
+        if base is None or wlstatus.has_quota_reservation(base) or key in self.snapshot.workloads:
             return
-        wl = wlstatus.working_copy(cached)
+        wl = wlstatus.working_copy(base)
         if not wlstatus.set_pending_condition(wl, decision.reason, decision.message, self.clock.now()):
             self._pending_written[key] = (decision.reason, decision.message)
             return
-        self._pending_written[key] = (decision.reason, decision.message)
         try:
             async with self._write_limit:
-                await self.kube.apply_status(
+                applied = await self.kube.apply_status(
                     api.WORKLOAD,
                     wlstatus.admission_apply_body(wl, strict=True),
                     api.FIELD_MANAGER_ADMISSION,
@@ -757,8 +790,9 @@ class AdmissionState:
         except NotFound:
             return
         except ApiError as exc:
-            self._pending_written.pop(key, None)
             log.debug("pending condition write failed", workload=key, error=str(exc))
             return
+        self._pending_written[key] = (decision.reason, decision.message)
+        self._applied[key] = applied
         if self.recorder is not None:
-            await self.recorder.warning(cached, decision.reason, "Admission", decision.message)
+            await self.recorder.warning(base, decision.reason, "Admission", decision.message)

@@ -133,7 +133,9 @@ class Agent:
             "admissioncheck", qc.reconcile_admission_check, concurrency=1, clock=self.clock
         )
         self.wpc_ctl = Controller("workloadpriorityclass", qc.reconcile_priority_class, clock=self.clock)
+        self.cohort_ctl = Controller("cohort", qc.reconcile_cohort, clock=self.clock)
         self.controllers = [
+            self.cohort_ctl,
             self.workload_ctl,
             self.cq_ctl,
             self.lq_ctl,
@@ -147,6 +149,17 @@ class Agent:
         state.on_cluster_queue_changed.append(
             lambda name: self.cq_ctl.enqueue_after(name, WORKLOAD_EVENT_BATCH_SECONDS)
         )
+        if self.config.fair_sharing is not None:
+
+            def cohorts_changed(cq_name: str) -> None:
+                for cohort in qc.cohorts_above(cq_name):
+                    self.cohort_ctl.enqueue_after(cohort, WORKLOAD_EVENT_BATCH_SECONDS)
+
+            state.on_cluster_queue_changed.append(cohorts_changed)
+            state.cohorts.add_handler(
+                on_add=lambda obj: self.cohort_ctl.enqueue(obj["metadata"]["name"]),
+                on_update=lambda old, new: self.cohort_ctl.enqueue(new["metadata"]["name"]),
+            )
         state.on_local_queue_changed.append(
             lambda key: self.lq_ctl.enqueue_after(key, WORKLOAD_EVENT_BATCH_SECONDS)
         )
@@ -202,6 +215,8 @@ class Agent:
             self.ac_ctl.enqueue(name)
         for name in state.priority_classes.store.keys():
             self.wpc_ctl.enqueue(name)
+        for name in state.cohorts.store.keys():
+            self.cohort_ctl.enqueue(name)
 
     # ---------------------------------------------------------------------------------------------
 

@@ -89,7 +89,15 @@ async def test_admits_as_fits_and_reports_status(kube, cluster):
         assert out.split("\n")[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"]
         out = cluster_kubectl(cluster, "get", "clusterqueues", cq, "-o", "wide")
         header, row = out.strip().split("\n")
-        assert header.split() == ["NAME", "COHORT", "STRATEGY", "PENDING", "WORKLOADS", "ADMITTED", "WORKLOADS"]
+        assert header.split() == [
+            "NAME",
+            "COHORT",
+            "STRATEGY",
+            "PENDING",
+            "WORKLOADS",
+            "ADMITTED",
+            "WORKLOADS",
+        ]
         assert row.split() == [cq, "BestEffortFIFO", "1", "1"]
         out = cluster_kubectl(cluster, "get", "localqueues", "-n", ns)
         header, row = out.strip().split("\n")

@@ -185,6 +185,40 @@ class QueueStatusControllers:
             return None
         return None
 
+    # -- Cohort ----------------------------------------------------------------------------------
+
+    async def reconcile_cohort(self, name: str) -> Result | None:
+        """`status.fairSharing.weightedShare` of a Cohort object when fair sharing is on (§1.4)."""
+        cohort = self.state.cohorts.get(name)
+        if cohort is None or self.state.config.fair_sharing is None:
+            return None
+        if self.state.structure_dirty:
+            self.state.rebuild()
+        node = self.state.snapshot.cohorts.get(name)
+        if node is None:
+            return None
+        from worker_agent.engine import dominant_resource_share
+
+        share = dominant_resource_share(node).weighted_share
+        status = {"fairSharing": {"weightedShare": share}}
+        if self.metrics is not None:
+            self.metrics.report_cohort_weighted_share(name, share)
+        try:
+            await apply_status_if_changed(self.kube, api.COHORT, cohort, status, FIELD_MANAGER_QUEUES)
+        except NotFound:
+            return None
+        return None
+
+    def cohorts_above(self, cq_name: str) -> list[str]:
+        """The cohort of a ClusterQueue and every ancestor (their shares change with its usage)."""
+        cq = self.state.snapshot.cluster_queues.get(cq_name)
+        names = []
+        node = cq.parent if cq is not None else None
+        while node is not None:
+            names.append(node.name)
+            node = node.parent
+        return names
+
     # -- LocalQueue ------------------------------------------------------------------------------
 
     def local_queue_status(self, lq: Obj) -> Obj:

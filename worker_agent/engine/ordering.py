@@ -188,13 +188,15 @@ class QueueManager:
         self.queues: dict[str, ClusterQueuePending] = {}
         self._where: dict[str, str] = {}
 
-    def ensure(
-        self, cq_name: str, strategy: str = api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO
-    ) -> ClusterQueuePending:
+    def ensure(self, cq_name: str, strategy: str | None = None) -> ClusterQueuePending:
+        """The pending structure of a CQ; `strategy` (when given) sets its queueing strategy. Pushes
+        and requeues pass none, so they never reset a StrictFIFO queue to the default."""
         queue = self.queues.get(cq_name)
         if queue is None:
-            queue = self.queues[cq_name] = ClusterQueuePending(cq_name, strategy)
-        else:
+            queue = self.queues[cq_name] = ClusterQueuePending(
+                cq_name, strategy or api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO
+            )
+        elif strategy is not None:
             queue.strategy = strategy
         return queue
 

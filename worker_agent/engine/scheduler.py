@@ -372,6 +372,7 @@ class Scheduler:
 
         target_keys = {t.workload.key for t in entry.targets}
         if target_keys & cycle_victims.keys():
+            wl.last_assignment = None  # skipped or deferred: the next cycle rescans every flavor
             if mode == Mode.FIT or self._fits_without(cq, assignment.usage, cycle_victims.values()):
                 # Recomputed against the already-chosen victims: DeferredFit.
                 entry.requeue_reason = api.REQUEUE_PENDING_PREEMPTION
@@ -384,12 +385,16 @@ class Scheduler:
             return
         removed = list(cycle_victims.values()) + [t.workload for t in entry.targets]
         if not self._fits_without(cq, assignment.usage, removed):
+            wl.last_assignment = None
             entry.reason, entry.message = api.REASON_WAITING_FOR_QUOTA, api.MSG_NO_LONGER_FITS
             return
 
         for t in entry.targets:
             cycle_victims[t.workload.key] = t.workload
         if mode == Mode.PREEMPT:
+            # The preemptor waits for its victims on this flavor: its next cycles must not resume the
+            # scan after it (Kueue clears LastAssignment once preemptions are issued).
+            wl.last_assignment = None
             issued = 0
             for t in entry.targets:
                 victim = t.workload

@@ -1,7 +1,7 @@
 from engine_builders import workload
 
 from kube_runtime import api
-from worker_agent.engine import ClusterQueuePending, WorkloadInfo
+from worker_agent.engine import ClusterQueuePending, QueueManager, WorkloadInfo
 from worker_agent.engine.snapshot import queue_order_time
 
 
@@ -54,6 +54,21 @@ def test_best_effort_parks_failed_head_and_strict_repushes():
     assert strict.requeue_if_not_present(head, api.REQUEUE_NO_FIT) is True
     assert strict.pop().name == "a"  # blocks the queue
     assert strict.requeue_if_not_present(head, api.REQUEUE_NAMESPACE_MISMATCH) is False
+
+
+def test_queue_manager_push_and_requeue_keep_strict_fifo():
+    queues = QueueManager()
+    queues.ensure("cq", "StrictFIFO")
+    queues.push(workload("a", "cq", cpu="5", created=1))
+    queues.push(workload("b", "cq", cpu="1", created=2))
+    assert queues.queues["cq"].strategy == "StrictFIFO"
+    (head,) = queues.heads()
+    # A StrictFIFO head that does not fit goes straight back and keeps blocking the queue.
+    assert queues.requeue(head, api.REQUEUE_NO_FIT) is True
+    assert queues.queues["cq"].strategy == "StrictFIFO"
+    assert [w.name for w in queues.heads()] == ["a"]
+    queues.ensure("cq", "BestEffortFIFO")
+    assert queues.queues["cq"].strategy == "BestEffortFIFO"
 
 
 def test_equivalent_workloads_bulk_moved_on_no_fit():

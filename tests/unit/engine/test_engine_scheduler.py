@@ -120,6 +120,33 @@ def test_preemption_decisions_and_no_double_preemption():
     assert [d.workload_key for d in result.admitted] == ["default/high"]
 
 
+def test_preemptor_keeps_its_flavor_while_victims_are_pending():
+    """whenCanPreempt MayStopSearch reclaims in the first flavor; the sticky preemptor must not resume
+    its flavor scan after that flavor in the next cycles and take the second one."""
+    cqs = [
+        cluster_queue(
+            "main",
+            cohort="c",
+            flavors={"f1": {"cpu": "4"}, "f2": {"cpu": "4"}},
+            preemption={"reclaimWithinCohort": "Any"},
+            fungibility={"whenCanPreempt": "MayStopSearch"},
+        ),
+        cluster_queue("other", cohort="c", flavors={"f1": {"cpu": "0"}}),
+    ]
+    running = [admitted("borrower", "other", flavor="f1", usage={"cpu": "4"})]
+    snap, _queues, sched = make(cqs, [workload("owner", "main", cpu="4")], running)
+    result = sched.schedule()
+    assert [d.victim_key for d in result.preempted] == ["default/borrower"]
+    for _ in range(3):
+        result = sched.schedule()
+        assert result.admitted == []
+        assert [d.reason for d in result.requeued] == ["WaitingForPreemptedWorkloads"]
+    snap.remove_workload("default/borrower")
+    sched.observe_removed("default/borrower")
+    (admit,) = sched.schedule().admitted
+    assert admit.admission["podSetAssignments"][0]["flavors"] == {"cpu": "f1"}
+
+
 def test_overlapping_targets_are_skipped():
     preemption = {"reclaimWithinCohort": "Any"}
     cqs = [

@@ -139,6 +139,11 @@ class Binaries:
     def kwok_stages(self) -> list[Path]:
         return sorted((self.kwok_dir / "stages").glob("*.yaml"))
 
+    def kwok_stages_current(self) -> bool:
+        """The cached stage files are the ones KWOK_STAGE_FILES names (a changed list re-copies them)."""
+        marker = self.kwok_dir / "stages" / "SOURCES"
+        return marker.is_file() and marker.read_text() == "\n".join(KWOK_STAGE_FILES)
+
     @property
     def lws_crds(self) -> list[Path]:
         return sorted((self.lws_dir / "crds").glob("*.yaml"))
@@ -151,7 +156,7 @@ class Binaries:
         needed = [self.path(n) for n in [*K8S_COMMANDS, "etcd", "kwok", "lws-manager"]]
         return (
             all(p.is_file() for p in needed)
-            and len(self.kwok_stages) >= 5
+            and self.kwok_stages_current()
             and bool(self.lws_crds)
             and self.lws_webhooks.is_file()
         )
@@ -162,7 +167,9 @@ KWOK_STAGE_FILES = [
     "kustomize/stage/node/fast/node-initialize.yaml",
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "kustomize/stage/pod/fast/pod-ready.yaml",
-    "kustomize/stage/pod/fast/pod-complete.yaml",
+    # Job pods complete 1-6 s after they are Ready, or after the delay in their annotation
+    # `pod-complete.stage.kwok.x-k8s.io/delay` (tests keep a Job running with a long one).
+    "kustomize/stage/pod/general/pod-complete.yaml",
     "kustomize/stage/pod/fast/pod-delete.yaml",
 ]
 
@@ -258,7 +265,7 @@ class Builder:
         todo = []
         if force or not all(self.bins.path(n).is_file() for n in [*K8S_COMMANDS, "etcd"]):
             todo.append(self.build_kubernetes)
-        if force or not self.bins.path("kwok").is_file() or len(self.bins.kwok_stages) < 5:
+        if force or not self.bins.path("kwok").is_file() or not self.bins.kwok_stages_current():
             todo.append(self.build_kwok)
         if force or not self.bins.path("lws-manager").is_file() or not self.bins.lws_webhooks.is_file():
             todo.append(self.build_lws)
@@ -397,8 +404,11 @@ class Builder:
             )
         src = self.module_dir(f"sigs.k8s.io/kwok@{version}")
         (d / "stages").mkdir(exist_ok=True)
+        for stale in d.glob("stages/*.yaml"):
+            stale.unlink()
         for rel in KWOK_STAGE_FILES:
             shutil.copyfile(src / rel, d / "stages" / Path(rel).name)
+        (d / "stages" / "SOURCES").write_text("\n".join(KWOK_STAGE_FILES))
 
     def build_lws(self) -> None:
         version = self.v["LWS_VERSION"]
@@ -1111,6 +1121,8 @@ class FleetUp:
 
     def start_lws(self) -> None:
         workers = [c for c in self.clusters if c.is_worker]
+        if not workers:  # `up --workers 0`: a manager cluster only
+            return
         self.step("starting the LeaderWorkerSet controller on workers")
         for c in workers:
             self.kubectl(c)("create", "namespace", "lws-system", check=False)
@@ -1167,6 +1179,8 @@ class FleetUp:
 
     def grant_multikueue_identity(self) -> None:
         workers = [c for c in self.clusters if c.is_worker]
+        if not workers:
+            return
         self.step("writing the manager's kubeconfig and RBAC on each worker")
         role_docs = [d for d in yaml.safe_load_all(MULTIKUEUE_ROLE_FILE.read_text()) if d]
         role_name = next(d["metadata"]["name"] for d in role_docs if d["kind"] == "ClusterRole")
@@ -1261,6 +1275,8 @@ def cmd_build(args: argparse.Namespace) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
+    if args.workers < 0:
+        raise FleetError("--workers must be 0 (a manager cluster only) or more")
     bins = Binaries(read_versions())
     opts = FleetOptions(
         workers=args.workers,
@@ -1374,7 +1390,7 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build or reuse the cached binaries")
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
     u = sub.add_parser("up", help="start a manager and N workers")
-    u.add_argument("--workers", type=int, default=2)
+    u.add_argument("--workers", type=int, default=2, help="worker clusters (0: the manager cluster only)")
     u.add_argument("--nodes", type=int, default=4, help="fake nodes per worker")
     u.add_argument("--node-cpu", default="8")
     u.add_argument("--node-memory", default="32Gi")

@@ -48,8 +48,12 @@ async def amain(args: argparse.Namespace) -> int:
             kube = await KubeClient.from_kubeconfig_file(
                 args.kubeconfig, context=args.context, qps=config.qps, burst=config.burst
             )
+            events_kube = await KubeClient.from_kubeconfig_file(
+                args.kubeconfig, context=args.context, qps=config.qps, burst=config.burst
+            )
         else:
             kube = await KubeClient.in_cluster(qps=config.qps, burst=config.burst)
+            events_kube = await KubeClient.in_cluster(qps=config.qps, burst=config.burst)
     except Exception as exc:
         print(f"worker_agent: cannot load cluster credentials: {exc}", file=sys.stderr)
         return 2
@@ -58,6 +62,7 @@ async def amain(args: argparse.Namespace) -> int:
         config,
         metrics_bind_address=args.metrics_bind_address,
         health_bind_address=args.health_probe_bind_address,
+        events_kube=events_kube,
     )
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
@@ -72,6 +77,7 @@ async def amain(args: argparse.Namespace) -> int:
         return 1
     finally:
         await kube.close()
+        await events_kube.close()
     return 0
 
 

@@ -56,6 +56,7 @@ class Agent:
         metrics_bind_address: str | None = None,
         health_bind_address: str | None = None,
         metrics: Any = None,
+        events_kube: KubeClient | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -67,7 +68,9 @@ class Agent:
             metrics = Metrics(self.registry)
         self.metrics = metrics
         self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
-        self.recorder = EventRecorder(kube, REPORTING_CONTROLLER, self.identity, self.clock)
+        # Events go through their own client (own rate limit), as client-go's event broadcaster does,
+        # so that they never slow down admission writes.
+        self.recorder = EventRecorder(events_kube or kube, REPORTING_CONTROLLER, self.identity, self.clock)
         self.state = AdmissionState(kube, config, self.clock, self.metrics, self.recorder)
         self.workload_controller = WorkloadController(
             kube, self.state, self.clock, self.recorder, self.metrics

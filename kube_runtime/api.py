@@ -1033,3 +1033,167 @@ def deactivated_message(cause_message: str = "") -> str:
 
 def pods_ready_timeout_message(namespace: str, name: str) -> str:
     return f"Exceeded the PodsReady timeout {namespace}/{name}"
+
+
+# ---------------------------------------------------------------------------
+# batch/v1 Job integration (admission spec §4.1, §4.2)
+
+# Labels the Job controller puts on pod templates; the first three are left out of a Workload's
+# PodSet template (`batch.kubernetes.io/job-name` is kept), and must survive a template restore.
+LABEL_JOB_NAME_LEGACY = "job-name"
+LABEL_CONTROLLER_UID_LEGACY = "controller-uid"
+LABEL_BATCH_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+LABEL_BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
+JOB_TEMPLATE_LEGACY_LABELS = (LABEL_JOB_NAME_LEGACY, LABEL_CONTROLLER_UID_LEGACY, LABEL_BATCH_CONTROLLER_UID)
+LABEL_JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # TAS pod index label
+
+# batch/v1 Job strings.
+JOB_MANAGED_BY_DEFAULT = "kubernetes.io/job-controller"  # spec.managedBy of the built-in controller
+JOB_CONDITION_COMPLETE = "Complete"
+JOB_CONDITION_FAILED = "Failed"
+JOB_COMPLETION_MODE_INDEXED = "Indexed"
+
+# The action of every event the job integrations write (events.k8s.io/v1 requires one).
+EVENT_ACTION_RECONCILE = "Reconcile"
+
+# Stop messages (event `Stopped`) and Finished conditions written by the job reconciler.
+MSG_WORKLOAD_DELETED = "Workload is deleted"
+MSG_NOT_ADMITTED = "Not admitted by cluster queue"
+MSG_MISSING_WORKLOAD = "Missing Workload; unable to restore pod templates"
+MSG_NO_MATCHING_WORKLOAD = "No matching Workload; restoring pod templates according to existent Workload"
+MSG_MISSING_PREBUILT_WORKLOAD = "missing workload"
+MSG_PREBUILT_WORKLOAD_OUT_OF_SYNC = "The prebuilt workload is out of sync with its user job"
+MSG_OWNER_NOT_FOUND = "The workload's owner no longer exists"
+MSG_CHILD_JOB_SUSPENDED = "Kueue managed child job suspended"
+
+
+def deleted_not_matching_workload_message(namespace: str, name: str) -> str:
+    """Event `DeletedWorkload` on a job whose Workload no longer matches it."""
+    return f"Deleted not matching Workload: {namespace}/{name}"
+
+
+def updated_not_matching_workload_message(namespace: str, name: str) -> str:
+    """Event `UpdatedWorkload`: a suspended job's unreserved Workload rewritten to match the job."""
+    return f"Updated not matching Workload for suspended job: {namespace}/{name}"
+
+
+def pending_admission_checks_message(checks: Iterable[tuple[str, str]]) -> str:
+    """Event `UpdatedAdmissionCheck`: `<check>: <message>` of every Pending check, `; `-joined."""
+    return "; ".join(f"{name}: {message}" for name, message in checks)
+
+
+# ---------------------------------------------------------------------------
+# Admission webhooks (admission spec §4.1-§4.4): registration names, paths and messages
+
+MUTATING_WEBHOOK_CONFIGURATION = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    False,
+)
+VALIDATING_WEBHOOK_CONFIGURATION = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    False,
+)
+ADMISSION_REVIEW_API_VERSION = "admission.k8s.io/v1"
+ADMISSION_REVIEW_KIND = "AdmissionReview"
+ADMISSION_PATCH_TYPE_JSON = "JSONPatch"
+
+# Object names, as upstream's kustomize prefix renders them.
+MUTATING_WEBHOOK_CONFIGURATION_NAME = "kueue-mutating-webhook-configuration"
+VALIDATING_WEBHOOK_CONFIGURATION_NAME = "kueue-validating-webhook-configuration"
+DEFAULT_WEBHOOK_SERVICE_NAME = "kueue-webhook-service"
+DEFAULT_WEBHOOK_SECRET_NAME = "kueue-webhook-server-cert"
+DEFAULT_WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+
+# Paths (controller-runtime's /mutate-<group with dots as dashes>-<version>-<lowercase kind>).
+WEBHOOK_PATH_MUTATE_JOB = "/mutate-batch-v1-job"
+WEBHOOK_PATH_VALIDATE_JOB = "/validate-batch-v1-job"
+WEBHOOK_PATH_MUTATE_POD = "/mutate--v1-pod"
+WEBHOOK_PATH_VALIDATE_POD = "/validate--v1-pod"
+WEBHOOK_PATH_MUTATE_LEADER_WORKER_SET = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+WEBHOOK_PATH_VALIDATE_LEADER_WORKER_SET = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+# Webhook names inside the configurations.
+WEBHOOK_NAME_MUTATE_JOB = "mjob.kb.io"
+WEBHOOK_NAME_VALIDATE_JOB = "vjob.kb.io"
+WEBHOOK_NAME_MUTATE_POD = "mpod.kb.io"
+WEBHOOK_NAME_VALIDATE_POD = "vpod.kb.io"
+WEBHOOK_NAME_MUTATE_LEADER_WORKER_SET = "mleaderworkerset.kb.io"
+WEBHOOK_NAME_VALIDATE_LEADER_WORKER_SET = "vleaderworkerset.kb.io"
+
+# Secret keys of the self-managed webhook certificates (as open-policy-agent/cert-controller).
+SECRET_KEY_CA_CERT = "ca.crt"
+SECRET_KEY_CA_KEY = "ca.key"
+SECRET_KEY_TLS_CERT = "tls.crt"
+SECRET_KEY_TLS_KEY = "tls.key"
+
+# Feature gates the webhooks honour (all on by default at the described commit).
+FEATURE_LOCAL_QUEUE_DEFAULTING = "LocalQueueDefaulting"
+FEATURE_WORKLOAD_PRIORITY_CLASS_DEFAULTING = "WorkloadPriorityClassDefaulting"
+FEATURE_MULTIKUEUE = "MultiKueue"
+FEATURE_LWS_IMMUTABLE_GROUP_SIZE = "LWSImmutableGroupSize"
+
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"  # set by the apiserver on every Namespace
+
+# field.ErrorList details (k8s.io/apimachinery validation and Kueue's jobframework).
+MSG_QUEUE_NAME_EMPTY_WITH_DEFAULT_QUEUE = "queue-name must not be empty in namespace with default queue"
+MSG_WPC_ADDED_TO_RUNNING = "WorkloadPriorityClass cannot be added to a non-suspended workload"
+MSG_WPC_REMOVED = "WorkloadPriorityClass cannot be removed from a workload"
+MSG_SHOULD_BE_GREATER_THAN_ZERO = "should be greater than 0"
+MSG_PARTIAL_ADMISSION_PARALLELISM = (
+    "cannot change when partial admission is enabled and the job is not suspended"
+)
+MSG_SYNC_COMPLETIONS_NON_INDEXED = "should not be enabled for NonIndexed jobs"
+MSG_MANAGED_LABEL_VALUE = "managed label value can only be 'true'"
+MSG_PREBUILT_NOT_GROUP = "prebuilt workload and pod group should be equal"
+MSG_UNRETRIABLE_GROUP = "unretriable pod group can't be converted to retriable"
+DNS1123_SUBDOMAIN_MAX_LENGTH = 253
+MSG_DNS1123_SUBDOMAIN = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+LWS_MAX_REPLICAS = 1_000_000
+
+
+def msg_max_length(limit: int) -> str:
+    return f"must be no more than {limit} characters"
+
+
+def msg_min_parallelism_range(pods_count: int) -> str:
+    return f"should be between 0 and {pods_count - 1}"
+
+
+def msg_sync_completions_parallelism(annotation: str) -> str:
+    return f"should be equal to parallelism when {annotation} is annotation is true"
+
+
+def msg_prebuilt_not_supported(gvk: str) -> str:
+    return f"Is not supported for {go_quote(gvk)}"
+
+
+def msg_group_metadata_both(total_count_key: str, group_name_key: str) -> str:
+    return f"both the '{total_count_key}' annotation and the '{group_name_key}' label should be set"
+
+
+def msg_group_total_count_not_positive(key: str, value: str) -> str:
+    return f"incorrect annotation value '{key}={value}': group total count should be greater than zero"
+
+
+def msg_inclusive_range(low: int, high: int) -> str:
+    return f"must be between {low} and {high}, inclusive"
+
+
+def msg_elastic_not_supported(gvk: str) -> str:
+    return f"elastic job is not supported for {go_quote(gvk)}"
+
+
+def warning_pod_managed_label_with_managed_owner() -> str:
+    return (
+        f"pod owner is managed by kueue, label '{LABEL_MANAGED}={VALUE_TRUE}' "
+        "might lead to unexpected behaviour"
+    )

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kube_runtime import api
+from worker_agent.engine.resources import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
 
@@ -100,7 +101,9 @@ def new_workload(
     if gated_by:
         wl_annotations[api.ANNOTATION_ADMISSION_GATED_BY] = gated_by
     wl_annotations.update(annotations or {})
-    spec: Obj = {"queueName": queue_name, "podSets": podsets, **priority}
+    spec: Obj = {"podSets": podsets, **priority}
+    if queue_name:  # queueName is optional; an empty string would fail the CRD's pattern
+        spec["queueName"] = queue_name
     max_exec = owner_labels.get(api.LABEL_MAX_EXEC_TIME_SECONDS)
     if max_exec and max_exec.isdigit() and int(max_exec) > 0:
         spec["maximumExecutionTimeSeconds"] = int(max_exec)
@@ -126,6 +129,9 @@ def podset_infos(workload: Obj, flavors: Mapping[str, Obj]) -> dict[str, Obj]:
     admission = status.get("admission") or {}
     cq = admission.get("clusterQueue", "")
     queue = (workload.get("spec") or {}).get("queueName", "")
+    # A Workload dispatched here by a MultiKueue manager marks its pods (multikueue-spec §3.6).
+    wl_labels = (workload.get("metadata") or {}).get("labels") or {}
+    multikueue_copy = bool(wl_labels.get(api.LABEL_MULTIKUEUE_ORIGIN))
     infos: dict[str, Obj] = {}
     for psa in admission.get("podSetAssignments") or ():
         node_selector: dict[str, str] = {}
@@ -139,6 +145,8 @@ def podset_infos(workload: Obj, flavors: Mapping[str, Obj]) -> dict[str, Obj]:
         labels = {api.LABEL_PODSET: psa["name"], api.LABEL_LOCAL_QUEUE_NAME: queue}
         if cq and len(cq) <= 63:
             labels[api.LABEL_CLUSTER_QUEUE_NAME] = cq
+        if multikueue_copy:
+            labels[api.LABEL_MULTIKUEUE_WORKER_WORKLOAD_POD] = api.VALUE_TRUE
         infos[psa["name"]] = {
             "name": psa["name"],
             "count": psa.get("count"),
@@ -195,22 +203,139 @@ def merge_into_template(template: Obj, info: Obj) -> Obj:
     return result
 
 
-def restore_template(template: Obj, original: Obj) -> Obj:
+def restore_template(template: Obj, original: Obj, keep_label_keys: Iterable[str] = ()) -> Obj:
     """The template with labels, annotations, nodeSelector, tolerations and gates taken from the
-    Workload's copy (what the job looked like before it was started)."""
+    Workload's copy (what the job looked like before it was started). `keep_label_keys` keeps the
+    template's own values of labels the Workload copy leaves out (e.g. a Job's selector labels)."""
     result = copy.deepcopy(template)
     meta = result.setdefault("metadata", {})
     spec = result.setdefault("spec", {})
     original_meta = original.get("metadata") or {}
     original_spec = original.get("spec") or {}
+    kept_labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in set(keep_label_keys)}
     for key in ("labels", "annotations"):
         if original_meta.get(key):
             meta[key] = copy.deepcopy(original_meta[key])
         else:
             meta.pop(key, None)
+    if kept_labels:
+        meta["labels"] = {**(meta.get("labels") or {}), **kept_labels}
     for key in ("nodeSelector", "tolerations", "schedulingGates"):
         if original_spec.get(key):
             spec[key] = copy.deepcopy(original_spec[key])
         else:
             spec.pop(key, None)
     return result
+
+
+# ------------------------------------------------------------------------------------------------
+# PodSet building and equivalence (§4.1 "Workload creation", "Matching and equivalence")
+
+
+def template_for_podset(template: Obj | None, drop_label_keys: Iterable[str] = ()) -> Obj:
+    """A pod template as a Workload PodSet keeps it: metadata reduced to labels and annotations
+    (minus `drop_label_keys`), duplicate env vars removed (the last one wins)."""
+    template = copy.deepcopy(template or {})
+    meta = template.get("metadata") or {}
+    dropped = set(drop_label_keys)
+    result: Obj = {}
+    kept_meta: Obj = {}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in dropped}
+    if labels:
+        kept_meta["labels"] = labels
+    if meta.get("annotations"):
+        kept_meta["annotations"] = meta["annotations"]
+    if kept_meta:
+        result["metadata"] = kept_meta
+    result["spec"] = dedupe_env_vars(template.get("spec") or {})
+    return result
+
+
+def dedupe_env_vars(pod_spec: Obj) -> Obj:
+    """A copy of `pod_spec` where each container keeps only the last env var of every name."""
+    result = copy.deepcopy(pod_spec)
+    for key in ("initContainers", "containers"):
+        for container in result.get(key) or ():
+            env = container.get("env")
+            if not env:
+                continue
+            last = {item.get("name"): i for i, item in enumerate(env)}
+            container["env"] = [item for i, item in enumerate(env) if last[item.get("name")] == i]
+    return result
+
+
+def _quantities(resource_list: Mapping[str, Any] | None) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for name, value in (resource_list or {}).items():
+        try:
+            result[name] = parse_quantity(value)
+        except QuantityError:
+            result[name] = value
+    return result
+
+
+def _container_resources_equal(a: list[Obj], b: list[Obj]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        rx, ry = x.get("resources") or {}, y.get("resources") or {}
+        for key in ("requests", "limits"):
+            if _quantities(rx.get(key)) != _quantities(ry.get(key)):
+                return False
+        if (rx.get("claims") or []) != (ry.get("claims") or []):
+            return False
+    return True
+
+
+def podsets_equivalent(
+    job_podsets: list[Obj], wl_podsets: list[Obj], ignore_tolerations: bool = False
+) -> bool:
+    """Kueue's PodSet equality: same length and, pairwise, count, minCount, tolerations (unless
+    ignored) and the containers' resources. Other template fields do not matter for scheduling."""
+    if len(job_podsets) != len(wl_podsets):
+        return False
+    for a, b in zip(job_podsets, wl_podsets, strict=True):
+        if int(a.get("count", 1)) != int(b.get("count", 1)):
+            return False
+        if a.get("minCount") != b.get("minCount"):
+            return False
+        spec_a = (a.get("template") or {}).get("spec") or {}
+        spec_b = (b.get("template") or {}).get("spec") or {}
+        if not ignore_tolerations and (spec_a.get("tolerations") or []) != (spec_b.get("tolerations") or []):
+            return False
+        for key in ("initContainers", "containers"):
+            if not _container_resources_equal(spec_a.get(key) or [], spec_b.get(key) or []):
+                return False
+    return True
+
+
+def expected_running_podsets(workload: Obj, flavors: Mapping[str, Obj]) -> list[Obj] | None:
+    """The Workload's PodSets as its job runs them: podset info merged into the templates and, for
+    partially admitted PodSets, the admitted count. None without a reservation or on a mismatch."""
+    if not _has_quota_reservation(workload):
+        return None
+    try:
+        infos = podset_infos(workload, flavors)
+    except PodSetInfoConflict:
+        return None
+    result = []
+    for podset in (workload.get("spec") or {}).get("podSets") or ():
+        info = infos.get(podset.get("name", api.DEFAULT_PODSET_NAME))
+        if info is None:
+            return None
+        running = copy.deepcopy(podset)
+        try:
+            running["template"] = merge_into_template(podset.get("template") or {}, info)
+        except PodSetInfoConflict:
+            return None
+        if podset.get("minCount") is not None and info.get("count") is not None:
+            running["count"] = info["count"]
+        result.append(running)
+    return result
+
+
+def _has_quota_reservation(workload: Obj) -> bool:
+    for c in (workload.get("status") or {}).get("conditions") or ():
+        if c.get("type") == api.WORKLOAD_QUOTA_RESERVED:
+            return c.get("status") == api.CONDITION_TRUE
+    return False

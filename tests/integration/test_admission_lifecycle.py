@@ -297,3 +297,26 @@ async def test_block_admission_waits_for_pods_ready(kube, cluster):
             "first", {"type": "PodsReady", "status": "True", "reason": "Started", "message": "ready"}
         )
         await eventually(lambda: cluster.admitted("second"))
+
+
+async def test_orphaned_job_workload_is_finished_and_released(kube, cluster):
+    """A Workload made for a job (job-uid label) whose owner is gone: Finished/OwnerNotFound, no finalizer."""
+    ns = cluster.namespace
+    await _queue(cluster)
+    orphan = workload(ns, "orphan", "main")
+    orphan["metadata"]["labels"] = {api.LABEL_JOB_UID: "0f0f0f0f-aaaa-bbbb-cccc-000000000000"}
+    orphan["metadata"]["finalizers"] = [api.FINALIZER_RESOURCE_IN_USE]
+    await cluster.create(orphan)
+    async with running_agent(kube):
+
+        async def released():
+            wl = await cluster.wl("orphan")
+            return wl if wl and not wl["metadata"].get("finalizers") else None
+
+        wl = await eventually(released)
+        finished = condition(wl, api.WORKLOAD_FINISHED)
+        assert (finished["status"], finished["reason"], finished["message"]) == (
+            "True",
+            "OwnerNotFound",
+            "The workload's owner no longer exists",
+        )

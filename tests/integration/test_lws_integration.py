@@ -64,6 +64,11 @@ async def worker_cluster(fleet):
         await kube.create(api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         cleanup = Cleanup(kube)
         yield Cluster(kube, ns, cleanup)
+        items, _ = await kube.list(api.WORKLOAD, namespace=ns)
+        for wl in items:  # the agent that would release them has stopped with the test
+            await kube.patch_merge(
+                api.WORKLOAD, wl["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace=ns
+            )
         await kube.delete(api.NAMESPACE, ns)
         await cleanup.run()
 

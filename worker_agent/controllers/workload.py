@@ -61,7 +61,11 @@ class WorkloadController:
 
     async def reconcile(self, key: str) -> Result | None:
         cached = self.state.workloads.get(key)
-        if cached is None or wlstatus.is_finished(cached):
+        if cached is None:
+            return None
+        if self._orphaned(cached):
+            return await self._finish_orphan(wlstatus.working_copy(cached), self.clock.now())
+        if wlstatus.is_finished(cached):
             return None
         now = self.clock.now()
         wl = wlstatus.working_copy(cached)
@@ -150,6 +154,35 @@ class WorkloadController:
         return Result(requeue_after=requeue_after) if requeue_after else None
 
     # ---------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _orphaned(wl: Obj) -> bool:
+        """Created for a job (job-uid label) whose owner is gone (FinishOrphanedWorkloads)."""
+        meta = wl.get("metadata") or {}
+        return (
+            bool((meta.get("labels") or {}).get(api.LABEL_JOB_UID))
+            and not meta.get("ownerReferences")
+            and not meta.get("deletionTimestamp")
+        )
+
+    async def _finish_orphan(self, wl: Obj, now: dt.datetime) -> None:
+        wlstatus.set_condition(
+            wl, api.WORKLOAD_FINISHED, "True", api.REASON_OWNER_NOT_FOUND, api.MSG_OWNER_NOT_FOUND, now
+        )
+        await self._write(wl)
+        finalizers = wl["metadata"].get("finalizers") or []
+        if api.FINALIZER_RESOURCE_IN_USE in finalizers:
+            kept = [f for f in finalizers if f != api.FINALIZER_RESOURCE_IN_USE]
+            try:
+                await self.kube.patch_merge(
+                    api.WORKLOAD,
+                    wl["metadata"]["name"],
+                    {"metadata": {"finalizers": kept or None}},
+                    namespace=wl["metadata"]["namespace"],
+                )
+            except NotFound:
+                return None
+        return None
 
     async def _reconcile_inactive(self, wl: Obj, now: dt.datetime) -> Result | None:
         target = wlstatus.condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)

@@ -5,13 +5,16 @@ PY := $(VENV)/bin/python
 # `make test` uses its own fleet, so it never touches one started by `make up`.
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
-.PHONY: help venv build up down status env test test-unit test-cluster lint format clean
+.PHONY: help venv build up down status env test test-unit test-cluster lint format clean bench-engine \
+	bench-engine-upstream
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1"
 	@echo "make down    stop it"
 	@echo "make test    unit, integration and e2e tests (builds binaries, starts and stops a test fleet)"
 	@echo "make lint    ruff"
+	@echo "make bench-engine           end-to-end admission benchmark of the worker_agent (BENCH_ARGS=--scale 0.1)"
+	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
 
 venv: $(VENV)/.installed
 
@@ -50,6 +53,14 @@ lint: venv
 format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# Kueue's scheduler baseline (15,000 workloads) through a fresh local cluster; see docs/benchmarks.md.
+BENCH_ARGS ?=
+bench-engine: venv
+	$(PY) hack/bench_engine.py $(BENCH_ARGS)
+
+bench-engine-upstream: venv
+	$(PY) hack/bench_engine.py --compare-upstream $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -5,7 +5,8 @@ Subcommands:
   build   build (or reuse from ~/.cache) kube-apiserver, kube-controller-manager, kube-scheduler,
           kubectl and etcd from the Kubernetes Go modules, plus kwok and the LeaderWorkerSet controller
   up      start the fleet: etcd + kube-apiserver + kube-controller-manager per cluster; on workers also
-          kube-scheduler, kwok with fake Ready nodes, and the LWS controller with its webhooks
+          kube-scheduler, kwok with fake Ready nodes, and the LWS controller with its webhooks;
+          with --agents also our worker_agent (admission engine and webhooks) on every cluster
   env     print shell exports (kubeconfigs, state file, PATH with the cached kubectl first)
   status  what is up, with memory per process
   down    stop exactly the recorded processes and remove the run directory (idempotent)
@@ -85,6 +86,12 @@ MANAGER = "manager"
 MULTIKUEUE_USER = "kueue-federation:multikueue-manager"
 MULTIKUEUE_ROLE_FILE = REPO / "deploy" / "rbac" / "multikueue-worker-clusterrole.yaml"
 OUR_CRDS = REPO / "deploy" / "crds"
+OUR_WEBHOOKS = REPO / "deploy" / "webhooks"
+AGENT_NAMESPACE = "kueue-system"
+AGENT_SECRET = "kueue-webhook-server-cert"  # the agent's default internalCertManagement.webhookSecretName
+AGENT_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
+DEFAULT_FLAVOR = "default-flavor"
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 
 def log(msg: str) -> None:
@@ -142,7 +149,9 @@ class Binaries:
     def kwok_stages_current(self) -> bool:
         """The cached stage files are the ones KWOK_STAGE_FILES names (a changed list re-copies them)."""
         marker = self.kwok_dir / "stages" / "SOURCES"
-        return marker.is_file() and marker.read_text() == "\n".join(KWOK_STAGE_FILES)
+        return marker.is_file() and marker.read_text() == "\n".join(
+            [*KWOK_STAGE_FILES, KEEP_RUNNING_ANNOTATION]
+        )
 
     @property
     def lws_crds(self) -> list[Path]:
@@ -163,12 +172,12 @@ class Binaries:
 
 
 K8S_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+KEEP_RUNNING_ANNOTATION = "kueue-federation.dev/keep-running"
 KWOK_STAGE_FILES = [
     "kustomize/stage/node/fast/node-initialize.yaml",
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "kustomize/stage/pod/fast/pod-ready.yaml",
-    # Job pods complete 1-6 s after they are Ready, or after the delay in their annotation
-    # `pod-complete.stage.kwok.x-k8s.io/delay` (tests keep a Job running with a long one).
+    # Job pods complete 1-6 s after they are Ready; one annotated with KEEP_RUNNING_ANNOTATION never does.
     "kustomize/stage/pod/general/pod-complete.yaml",
     "kustomize/stage/pod/fast/pod-delete.yaml",
 ]
@@ -407,8 +416,18 @@ class Builder:
         for stale in d.glob("stages/*.yaml"):
             stale.unlink()
         for rel in KWOK_STAGE_FILES:
-            shutil.copyfile(src / rel, d / "stages" / Path(rel).name)
-        (d / "stages" / "SOURCES").write_text("\n".join(KWOK_STAGE_FILES))
+            text = (src / rel).read_text()
+            if Path(rel).name == "pod-complete.yaml":
+                # Tests keep a Job's pod running by giving it this annotation.
+                text = text.replace(
+                    "    matchExpressions:\n",
+                    "    matchExpressions:\n"
+                    f"    - key: '.metadata.annotations[\"{KEEP_RUNNING_ANNOTATION}\"]'\n"
+                    "      operator: 'DoesNotExist'\n",
+                    1,
+                )
+            (d / "stages" / Path(rel).name).write_text(text)
+        (d / "stages" / "SOURCES").write_text("\n".join([*KWOK_STAGE_FILES, KEEP_RUNNING_ANNOTATION]))
 
     def build_lws(self) -> None:
         version = self.v["LWS_VERSION"]
@@ -643,7 +662,15 @@ class State:
 
 
 def stop_processes(processes: list[dict], timeout: float = 10.0) -> None:
-    """SIGTERM each recorded process group in reverse start order, SIGKILL what is left."""
+    """SIGTERM each recorded process group in reverse start order, SIGKILL what is left. Our
+    worker_agents (`up --agents`) go first, while the apiservers they release their Lease to answer."""
+    agents = [p for p in processes if p.get("component") == "worker-agent"]
+    if agents:
+        _stop_processes(agents, timeout)
+    _stop_processes([p for p in processes if p.get("component") != "worker-agent"], timeout)
+
+
+def _stop_processes(processes: list[dict], timeout: float) -> None:
     live = [p for p in reversed(processes) if pid_is_ours(p)]
     for p in live:
         try:
@@ -769,6 +796,7 @@ class FleetOptions:
     node_memory: str = "32Gi"
     node_pods: str = "110"
     smoke: bool = True
+    agents: bool = False
     run_dir: Path = DEFAULT_RUN_DIR
 
 
@@ -815,6 +843,8 @@ class FleetUp:
         self.start_apiservers()
         self.start_controllers()
         self.install_crds()
+        if self.opts.agents:
+            self.start_agents()
         self.create_nodes()
         self.start_lws()
         self.grant_multikueue_identity()
@@ -1117,6 +1147,136 @@ class FleetUp:
                 count += 1
         return count
 
+    # -- our worker_agent (--agents) -----------------------------------------------------------
+
+    def agent_python(self) -> str:
+        """The project's .venv interpreter (the agent needs aiohttp, structlog, ... besides PyYAML)."""
+        venv = REPO / ".venv" / "bin" / "python"
+        python = str(venv) if venv.exists() else sys.executable
+        check = subprocess.run(
+            [python, "-c", "import worker_agent.agent"], capture_output=True, text=True, cwd=REPO
+        )
+        if check.returncode != 0:
+            raise FleetError(
+                f"{python} cannot import worker_agent ({check.stderr.strip().splitlines()[-1:]}); "
+                "run `make venv` and retry"
+            )
+        return python
+
+    def agent_config(self, c: ClusterPlan) -> dict:
+        """A v1beta1 Configuration: leader election in kueue-system, everything on 127.0.0.1."""
+        return {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+            "kind": "Configuration",
+            "namespace": AGENT_NAMESPACE,
+            "leaderElection": {"leaderElect": True, "resourceNamespace": AGENT_NAMESPACE},
+            "metrics": {"bindAddress": f"127.0.0.1:{c.ports['agent-metrics']}"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['agent-health']}"},
+            "webhook": {
+                "host": "127.0.0.1",
+                "port": c.ports["agent-webhook"],
+                "certDir": str(c.dir / "webhook-certs"),
+            },
+            "internalCertManagement": {"enable": True, "webhookSecretName": AGENT_SECRET},
+            "integrations": {"frameworks": AGENT_FRAMEWORKS},
+        }
+
+    def start_agents(self) -> None:
+        """One `python -m worker_agent` per cluster; once each is ready, our webhook configurations
+        (URL clientConfig, CA bundle from the agent's Secret; the agent keeps it up to date) and a
+        ResourceFlavor `default-flavor`."""
+        self.step("starting the worker_agent on every cluster")
+        python = self.agent_python()
+        for c in self.clusters:
+            for name in ("agent-metrics", "agent-health", "agent-webhook"):
+                c.ports[name] = free_port()
+            cfg = write_file(c.dir / "worker-agent-config.yaml", yaml.safe_dump(self.agent_config(c)), 0o644)
+            self.state.cluster(c.name)["agent"] = {
+                "config": str(cfg),
+                "health": f"http://127.0.0.1:{c.ports['agent-health']}",
+                "metrics": f"http://127.0.0.1:{c.ports['agent-metrics']}/metrics",
+                "webhook": f"https://127.0.0.1:{c.ports['agent-webhook']}",
+            }
+            self.state.start(
+                c.name,
+                "worker-agent",
+                [
+                    python,
+                    "-m",
+                    "worker_agent",
+                    f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
+                    f"--config={cfg}",
+                    "--log-format=console",
+                ],
+                env={
+                    "PYTHONUNBUFFERED": "1",
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+                },
+            )
+        for c in self.clusters:
+            procs = self.procs(c.name, "worker-agent")
+            wait_for(
+                f"{c.name} worker_agent /readyz",
+                lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['agent-health']}/readyz"),
+                90,
+                interval=0.5,
+                procs=procs,
+            )
+            try:
+                wait_for(
+                    f"{c.name} worker_agent webhook TLS port",
+                    lambda c=c: tls_port_open(c.ports["agent-webhook"]),
+                    30,
+                    procs=procs,
+                )
+            except FleetError as e:
+                raise FleetError(
+                    f"{e}: the worker_agent is ready but serves no webhooks on 127.0.0.1:"
+                    f"{c.ports['agent-webhook']} (is setup_webhooks wired into worker_agent/agent.py?); "
+                    f"log {procs[0]['log']}"
+                ) from e
+            kubectl = self.kubectl(c)
+            ca_bundle = self.agent_ca_bundle(kubectl)
+            kubectl.apply(self.agent_webhook_configs(c, ca_bundle))
+            kubectl.apply(
+                [
+                    {
+                        "apiVersion": "kueue.x-k8s.io/v1beta1",
+                        "kind": "ResourceFlavor",
+                        "metadata": {"name": DEFAULT_FLAVOR},
+                        "spec": {},
+                    }
+                ]
+            )
+        self.state.save()
+
+    def agent_ca_bundle(self, kubectl: Kubectl) -> str:
+        """The CA the agent keeps in its Secret (base64, as caBundle wants it)."""
+        found: dict[str, str] = {}
+
+        def present() -> bool:
+            res = kubectl("get", "secret", "-n", AGENT_NAMESPACE, AGENT_SECRET, "-o", "json", check=False)
+            if res.returncode == 0:
+                found["ca"] = (json.loads(res.stdout).get("data") or {}).get("ca.crt", "")
+            return bool(found.get("ca"))
+
+        wait_for(f"Secret {AGENT_NAMESPACE}/{AGENT_SECRET}", present, 30)
+        return found["ca"]
+
+    def agent_webhook_configs(self, c: ClusterPlan, ca_bundle: str) -> list[dict]:
+        """deploy/webhooks with each Service clientConfig turned into a URL on the local agent."""
+        docs = []
+        for f in sorted(OUR_WEBHOOKS.glob("*.yaml")):
+            docs += [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") in WEBHOOK_KINDS]
+        for doc in docs:
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{c.ports['agent-webhook']}{path}",
+                    "caBundle": ca_bundle,
+                }
+        return docs
+
     # -- LeaderWorkerSet controller -------------------------------------------------------------
 
     def start_lws(self) -> None:
@@ -1285,6 +1445,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         node_memory=args.node_memory,
         node_pods=args.node_pods,
         smoke=not args.no_smoke,
+        agents=args.agents,
         run_dir=Path(args.dir),
     )
     existing = State.load(opts.run_dir)
@@ -1374,7 +1535,12 @@ def cmd_status(args: argparse.Namespace) -> None:
         for p in procs:
             alive = pid_is_ours(p)
             rss = f"{rss_mib(p['pid']):.0f} MiB" if alive else "-"
-            print(f"    {p['component']:<24} pid {p['pid']:<8} {'running' if alive else 'STOPPED':<8} {rss}")
+            extra = ""
+            if p["component"] == "worker-agent" and "agent" in c:
+                ready = alive and http_ok(f"{c['agent']['health']}/readyz")
+                extra = f"  {'ready' if ready else 'NOT ready'}, webhooks {c['agent']['webhook']}"
+            running = "running" if alive else "STOPPED"
+            print(f"    {p['component']:<24} pid {p['pid']:<8} {running:<8} {rss}{extra}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1396,6 +1562,11 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--node-memory", default="32Gi")
     u.add_argument("--node-pods", default="110")
     u.add_argument("--no-smoke", action="store_true", help="skip the LWS smoke check")
+    u.add_argument(
+        "--agents",
+        action="store_true",
+        help="also run our worker_agent (admission engine and webhooks) on every cluster",
+    )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")
     sub.add_parser("status", help="what is up")

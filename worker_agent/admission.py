@@ -735,7 +735,7 @@ class AdmissionState:
     async def _write_preemption(self, decision: Preempt) -> None:
         key = decision.victim_key
         cached = self.workloads.get(key)
-        if cached is None:
+        if cached is None or not holds_quota(cached):
             self.scheduler.observe_removed(key)
             return
         now = self.clock.now()
@@ -743,9 +743,13 @@ class AdmissionState:
         wlstatus.set_evicted(wl, api.REASON_PREEMPTED, decision.message, now)
         wlstatus.set_preempted(wl, decision.reason, decision.message, now)
         try:
+            # Strict: a victim that finished meanwhile (our cache lags) must not be marked evicted.
             async with self._preempt_limit:
                 await self.kube.apply_status(
-                    api.WORKLOAD, wlstatus.admission_apply_body(wl), api.FIELD_MANAGER_ADMISSION, force=True
+                    api.WORKLOAD,
+                    wlstatus.admission_apply_body(wl, strict=True),
+                    api.FIELD_MANAGER_ADMISSION,
+                    force=True,
                 )
         except ApiError as exc:
             log.info("preemption write failed; will retry", workload=key, error=str(exc))

@@ -30,6 +30,7 @@ from worker_agent.config import Configuration
 from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
 from worker_agent.controllers.workload import WorkloadController
 from worker_agent.integrations import setup_integrations
+from worker_agent.webhooks import setup_webhooks
 
 log = structlog.get_logger("worker_agent")
 
@@ -86,6 +87,8 @@ class Agent:
         self.integrations: list[Any] = []
         self._on_leading: list[Callable[[], Any]] = []
         self.integrations = setup_integrations(self)
+        # After the integrations: the webhooks reuse their Job and LWS caches.
+        self.webhook_server = setup_webhooks(self)
         self.elector: LeaderElector | None = None
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = asyncio.Event()
@@ -227,6 +230,8 @@ class Agent:
         """Run until cancelled or until leadership is lost."""
         self._make_controllers()
         await self._start_servers()
+        if self.webhook_server is not None:
+            await self.webhook_server.start()
         self.state.start_informers()
         for informer in self.integration_informers:
             informer.start()
@@ -291,6 +296,8 @@ class Agent:
             await self.elector.stop()
         await self.state.stop()
         await self.recorder.flush()
+        if self.webhook_server is not None:
+            await self.webhook_server.stop()
         for server in self.servers:
             await server.stop()
 

@@ -25,6 +25,9 @@ DEFAULT_NAMESPACE = "kueue-system"
 DEFAULT_QPS = 20.0
 DEFAULT_BURST = 30
 DEFAULT_WEBHOOK_PORT = 9443
+DEFAULT_WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+DEFAULT_WEBHOOK_SERVICE_NAME = "kueue-webhook-service"
+DEFAULT_WEBHOOK_SECRET_NAME = "kueue-webhook-server-cert"
 DEFAULT_HEALTH_PROBE_BIND_ADDRESS = ":8081"
 DEFAULT_METRICS_BIND_ADDRESS = ":8080"
 DEFAULT_LEADER_ELECTION_ID = "c1f6bfd2.kueue.x-k8s.io"
@@ -315,6 +318,14 @@ class Configuration:
     retry_period_seconds: float = 2.0
     metrics_bind_address: str = DEFAULT_METRICS_BIND_ADDRESS
     health_probe_bind_address: str = DEFAULT_HEALTH_PROBE_BIND_ADDRESS
+    # `webhook` and `internalCertManagement`. Port 0 turns the webhook server off (our addition:
+    # upstream would serve on 9443); an empty host listens on every address.
+    webhook_port: int = DEFAULT_WEBHOOK_PORT
+    webhook_host: str = ""
+    webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR
+    internal_cert_management: bool = True
+    webhook_service_name: str = DEFAULT_WEBHOOK_SERVICE_NAME
+    webhook_secret_name: str = DEFAULT_WEBHOOK_SECRET_NAME
     warnings: tuple[str, ...] = ()
 
     @property
@@ -471,6 +482,7 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         > 0
     ):
         problems.append("leaderElection: leaseDuration > renewDeadline > retryPeriod > 0 must hold")
+    webhook = _parse_webhook(data, problems)
     if problems:
         raise ConfigError(source, problems)
     return Configuration(
@@ -492,7 +504,42 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         or DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
         warnings=tuple(warnings),
         **leader_election,
+        **webhook,
     )
+
+
+def _parse_webhook(data: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """`webhook` {port, host, certDir} and `internalCertManagement` {enable, webhookServiceName,
+    webhookSecretName}, with v1beta1 defaults."""
+    raw = data.get("webhook") or {}
+    certs = data.get("internalCertManagement") or {}
+    port = raw.get("port", DEFAULT_WEBHOOK_PORT)
+    if not 0 <= port <= 65535:
+        problems.append(f"webhook.port: must be between 0 and 65535, got {port}")
+    cert_dir = raw.get("certDir") or DEFAULT_WEBHOOK_CERT_DIR
+    service = certs.get("webhookServiceName") or DEFAULT_WEBHOOK_SERVICE_NAME
+    secret = certs.get("webhookSecretName") or DEFAULT_WEBHOOK_SECRET_NAME
+    if not _valid_dns_label(service):
+        problems.append(f"internalCertManagement.webhookServiceName: {service!r} is not a valid Service name")
+    if not _valid_dns_subdomain(secret):
+        problems.append(f"internalCertManagement.webhookSecretName: {secret!r} is not a valid Secret name")
+    return {
+        "webhook_port": port,
+        "webhook_host": raw.get("host") or "",
+        "webhook_cert_dir": cert_dir,
+        "internal_cert_management": bool(certs.get("enable", True)),
+        "webhook_service_name": service,
+        "webhook_secret_name": secret,
+    }
+
+
+def _valid_dns_label(value: str) -> bool:
+    return len(value) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value) is not None
+
+
+def _valid_dns_subdomain(value: str) -> bool:
+    label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    return len(value) <= 253 and re.fullmatch(rf"{label}(\.{label})*", value) is not None
 
 
 def load_config(path: str | Path | None) -> Configuration:

@@ -58,6 +58,7 @@ async def test_worker_agent_process(fleet, tmp_path: Path):
         "apiVersion: config.kueue.x-k8s.io/v1beta1\n"
         "kind: Configuration\n"
         f"leaderElection: {{leaderElect: true, resourceName: {lease}}}\n"
+        "webhook: {port: 0}\n"
     )
     log_path = tmp_path / "agent.log"
     suffix = uuid.uuid4().hex[:6]

@@ -30,7 +30,7 @@ def unique(prefix: str) -> str:
 @contextlib.asynccontextmanager
 async def running_agent(kube: KubeClient, config: Obj | None = None, metrics: Any = None):
     """An Agent (leader election off, no HTTP servers) for the duration of the block."""
-    data = {"leaderElection": {"leaderElect": False}, **(config or {})}
+    data = {"leaderElection": {"leaderElect": False}, "webhook": {"port": 0}, **(config or {})}
     agent = Agent(
         kube, parse_config(data), metrics_bind_address="0", health_bind_address="0", metrics=metrics
     )

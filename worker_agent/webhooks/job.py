@@ -1,0 +1,165 @@
+"""batch/v1 Job webhooks (spec §4.1, §4.2): defaulting on create and validation on create/update.
+
+Defaulting, in order: the namespace's default LocalQueue, the default WorkloadPriorityClass,
+`spec.suspend: true` for a Job Kueue will manage, and `spec.managedBy: kueue.x-k8s.io/multikueue`
+when the Job's LocalQueue feeds a ClusterQueue with a MultiKueue AdmissionCheck (the manager side
+of MultiKueue: the built-in Job controller then leaves the Job to MultiKueue).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kube_runtime import api
+from worker_agent.config import Configuration
+from worker_agent.webhooks import common, fields
+from worker_agent.webhooks.common import Facts, Lookups
+from worker_agent.webhooks.fields import ANNOTATIONS, FieldError, Path
+
+Obj = dict[str, Any]
+GVK = api.JOB.gvk
+MIN_PARALLELISM_PATH = ANNOTATIONS.key(api.ANNOTATION_JOB_MIN_PARALLELISM)
+SYNC_COMPLETIONS_PATH = ANNOTATIONS.key(api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM)
+
+
+def _spec(job: Obj) -> Obj:
+    return job.get("spec") or {}
+
+
+def is_suspended(job: Obj) -> bool:
+    """Suspended, and not merely being stopped by Kueue (§4.2)."""
+    return bool(_spec(job).get("suspend")) and (
+        common.annotations_of(job).get(api.ANNOTATION_STOPPING) != api.VALUE_TRUE
+    )
+
+
+def _parallelism(job: Obj) -> int:
+    value = _spec(job).get("parallelism")
+    return 1 if value is None else int(value)
+
+
+def pods_count(job: Obj) -> int:
+    """min(parallelism, completions), parallelism defaulting to 1."""
+    parallelism = _parallelism(job)
+    completions = _spec(job).get("completions")
+    if completions is not None and int(completions) < parallelism:
+        return int(completions)
+    return parallelism
+
+
+def default(job: Obj, namespace: str, config: Configuration, lookups: Lookups, facts: Facts) -> Obj:
+    """The Job after Kueue's defaulting (a copy; the input is left alone)."""
+    job = copy.deepcopy(job)
+    common.apply_default_local_queue(job, namespace, config, lookups, facts)
+    common.apply_default_priority_class(job, config, lookups)
+    if common.should_suspend(job, config, facts) and not _spec(job).get("suspend"):
+        job.setdefault("spec", {})["suspend"] = True
+    apply_default_managed_by(job, namespace, config, lookups)
+    return job
+
+
+def apply_default_managed_by(job: Obj, namespace: str, config: Configuration, lookups: Lookups) -> None:
+    managed_by = _spec(job).get("managedBy")
+    if not common.gate(config, api.FEATURE_MULTIKUEUE) or managed_by not in (
+        None,
+        api.JOB_MANAGED_BY_DEFAULT,
+    ):
+        return
+    queue = common.queue_name(job)
+    if queue and lookups.synced() and lookups.multikueue_cluster_queue(namespace, queue):
+        job.setdefault("spec", {})["managedBy"] = api.MULTIKUEUE_CONTROLLER_NAME
+
+
+# ------------------------------------------------------------------------------------------------
+# Validation
+
+
+def _validate_min_parallelism(job: Obj) -> list[FieldError]:
+    text = common.annotations_of(job).get(api.ANNOTATION_JOB_MIN_PARALLELISM)
+    if text is None:
+        return []
+    try:
+        value = fields.atoi(text)
+    except fields.GoParseError as exc:
+        return [fields.invalid(MIN_PARALLELISM_PATH, text, str(exc))]
+    count = pods_count(job)
+    if value >= count or value <= 0:
+        return [fields.invalid(MIN_PARALLELISM_PATH, value, api.msg_min_parallelism_range(count))]
+    return []
+
+
+def _sync_completions(job: Obj) -> bool:
+    text = common.annotations_of(job).get(api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM)
+    try:
+        return text is not None and fields.parse_bool(text)
+    except fields.GoParseError:
+        return False
+
+
+def _validate_sync_completions(job: Obj) -> list[FieldError]:
+    text = common.annotations_of(job).get(api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM)
+    if text is None:
+        return []
+    errors: list[FieldError] = []
+    try:
+        enabled = fields.parse_bool(text)
+    except fields.GoParseError as exc:
+        return [fields.invalid(SYNC_COMPLETIONS_PATH, text, str(exc))]
+    if enabled:
+        spec = _spec(job)
+        if spec.get("completionMode") in (None, "NonIndexed"):
+            errors.append(fields.invalid(SYNC_COMPLETIONS_PATH, text, api.MSG_SYNC_COMPLETIONS_NON_INDEXED))
+        parallelism = 1 if spec.get("parallelism") is None else spec["parallelism"]
+        completions = 1 if spec.get("completions") is None else spec["completions"]
+        if parallelism != completions:
+            errors.append(
+                fields.invalid(
+                    Path("spec", "completions"),
+                    spec.get("completions"),
+                    api.msg_sync_completions_parallelism(api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM),
+                )
+            )
+    return errors
+
+
+def validate_create(job: Obj) -> list[FieldError]:
+    return fields.joined(
+        common.validate_job_on_create(job, GVK),
+        _validate_min_parallelism(job),
+        _validate_sync_completions(job),
+    )
+
+
+def validate_update(old: Obj, new: Obj, namespace: str, lookups: Lookups) -> list[FieldError]:
+    errors = common.validate_job_on_create(new, GVK)
+    annotation = api.ANNOTATION_JOB_MIN_PARALLELISM
+    if common.annotations_of(new).get(annotation) != common.annotations_of(old).get(annotation):
+        errors += _validate_min_parallelism(new)
+    errors += _validate_sync_completions(new)
+    errors += common.validate_job_on_update(
+        old,
+        new,
+        old_suspended=is_suspended(old),
+        new_suspended=is_suspended(new),
+        namespace=namespace,
+        lookups=lookups,
+        gvk=GVK,
+    )
+    # Partial admission: a running job's parallelism is what Kueue admitted.
+    if annotation in common.annotations_of(old) and not _spec(old).get("suspend"):
+        if _parallelism(old) != _parallelism(new):
+            errors.append(
+                fields.forbidden(Path("spec", "parallelism"), api.MSG_PARTIAL_ADMISSION_PARALLELISM)
+            )
+    if (
+        is_suspended(old) == is_suspended(new)
+        and not is_suspended(new)
+        and _sync_completions(old) != _sync_completions(new)
+    ):
+        errors.append(
+            fields.forbidden(
+                SYNC_COMPLETIONS_PATH, f"{api.MSG_FIELD_IS_IMMUTABLE} while the job is not suspended"
+            )
+        )
+    return errors

@@ -1,0 +1,351 @@
+"""The HTTPS server for Kueue's admission webhooks, at upstream's paths.
+
+Thin on purpose: it parses the AdmissionReview, resolves what needs an API call (the namespace's
+labels, whether an ancestor is managed by Kueue), calls the pure defaulting and validation
+functions, and answers with a JSONPatch or a denial. It runs on every replica, leader or not, and
+answers from the first moment: before the caches have synced only cache-independent defaulting
+and validation apply.
+
+Webhooks of frameworks that are not enabled answer "allowed" without changes, as upstream's
+no-op webhooks do, so a configuration registering all of them is harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+from aiohttp import web
+
+from kube_runtime import api
+from kube_runtime.client import Forbidden, KubeClient, KubeClientError, NotFound
+from kube_runtime.clock import Clock
+from kube_runtime.informer import Informer
+from worker_agent.config import Configuration
+from worker_agent.integrations import enabled_frameworks
+from worker_agent.webhooks import common, fields, job, leaderworkerset, pod
+from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
+from worker_agent.webhooks.common import Facts, Lookups
+from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
+
+log = structlog.get_logger("worker_agent.webhooks")
+
+Obj = dict[str, Any]
+MAX_REQUEST_BYTES = 8 * 1024 * 1024  # an AdmissionReview carries the object and the old object
+MAX_OWNER_DEPTH = 10
+API_TIMEOUT_SECONDS = 5.0
+START_RETRY_SECONDS = 5.0
+# Owner kinds the ancestor walk follows, by the framework that makes them relevant (an owner of
+# another kind ends the walk: nothing above it can be a job Kueue manages here). StatefulSets only
+# matter as the link between a LeaderWorkerSet and its pods.
+OWNER_RESOURCES = {
+    api.FRAMEWORK_BATCH_JOB: (api.JOB,),
+    api.FRAMEWORK_LEADER_WORKER_SET: (api.LEADER_WORKER_SET, api.STATEFUL_SET),
+}
+
+
+class Certificates(Protocol):
+    @property
+    def cert_file(self) -> Any: ...
+
+    @property
+    def key_file(self) -> Any: ...
+
+    async def sync(self) -> bool: ...
+
+    async def inject_ca_bundle(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Hook:
+    framework: str
+    mutating: bool
+    operations: tuple[str, ...]
+
+
+HOOKS: dict[str, Hook] = {
+    api.WEBHOOK_PATH_MUTATE_JOB: Hook(api.FRAMEWORK_BATCH_JOB, True, ("CREATE",)),
+    api.WEBHOOK_PATH_VALIDATE_JOB: Hook(api.FRAMEWORK_BATCH_JOB, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_POD: Hook(api.FRAMEWORK_POD, True, ("CREATE",)),
+    api.WEBHOOK_PATH_VALIDATE_POD: Hook(api.FRAMEWORK_POD, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_LEADER_WORKER_SET: Hook(
+        api.FRAMEWORK_LEADER_WORKER_SET, True, ("CREATE", "UPDATE")
+    ),
+    api.WEBHOOK_PATH_VALIDATE_LEADER_WORKER_SET: Hook(
+        api.FRAMEWORK_LEADER_WORKER_SET, False, ("CREATE", "UPDATE")
+    ),
+}
+
+
+class WebhookServer:
+    """`await server.start()`; `server.port` is the bound port afterwards (useful with port 0)."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        config: Configuration,
+        lookups: Lookups,
+        certificates: Certificates,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        clock: Clock | None = None,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        owner_informers: Mapping[api.Resource, Informer] | None = None,
+        health_servers: list[Any] | None = None,
+        check_interval: float = CHECK_INTERVAL_SECONDS,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.lookups = lookups
+        self.certificates = certificates
+        self.host = config.webhook_host if host is None else host
+        self.port = config.webhook_port if port is None else port
+        self.clock = clock or Clock()
+        self.namespace_labels = namespace_labels if namespace_labels is not None else {}
+        self.owner_informers = dict(owner_informers or {})
+        self.health_servers = health_servers if health_servers is not None else []
+        self.check_interval = check_interval
+        self.enabled = set(enabled_frameworks(config.frameworks))
+        self.owner_resources = {
+            (r.group, r.kind): r
+            for f, resources in OWNER_RESOURCES.items()
+            if f in self.enabled
+            for r in resources
+        }
+        self._ssl: ssl.SSLContext | None = None
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.requests_total = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def serving(self) -> bool:
+        return self._site is not None
+
+    async def start(self) -> None:
+        """Get certificates and listen; if either fails, keep retrying in the background (the
+        `webhook-server` readiness check fails until then)."""
+        for server in self.health_servers:
+            server.add_readiness_check("webhook-server", lambda: self.serving)
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+        for path in HOOKS:
+            app.router.add_post(path, self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        if not await self._try_serve():
+            self._spawn(self._retry_serve(), "webhook-serve")
+        self._spawn(self._maintain_certificates(), "webhook-certs")
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner, self._site = None, None
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _try_serve(self) -> bool:
+        assert self._runner is not None
+        try:
+            async with asyncio.timeout(30):
+                await self.certificates.sync()
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_cert_chain(str(self.certificates.cert_file), str(self.certificates.key_file))
+            site = web.TCPSite(self._runner, self.host or None, self.port, ssl_context=context)
+            await site.start()
+        except (OSError, KubeClientError, TimeoutError, ssl.SSLError) as exc:
+            log.error(
+                "cannot serve the admission webhooks yet; retrying",
+                address=f"{self.host or '*'}:{self.port}",
+                error=str(exc) or type(exc).__name__,
+            )
+            return False
+        sockets = getattr(site._server, "sockets", None) or []
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        self._ssl, self._site = context, site
+        log.info("serving admission webhooks", address=f"{self.host or '*'}:{self.port}", paths=sorted(HOOKS))
+        with contextlib.suppress(KubeClientError, TimeoutError):  # logged inside; retried every check
+            async with asyncio.timeout(30):
+                await self.certificates.inject_ca_bundle()
+        return True
+
+    async def _retry_serve(self) -> None:
+        while True:
+            await self.clock.sleep(START_RETRY_SECONDS)
+            if await self._try_serve():
+                return
+
+    async def _maintain_certificates(self) -> None:
+        """Renew and reload certificates and keep the CA bundle injected (cheap: three GETs)."""
+        while True:
+            await self.clock.sleep(self.check_interval)
+            try:
+                async with asyncio.timeout(30):
+                    changed = await self.certificates.sync()
+                    if changed and self._ssl is not None:
+                        self._ssl.load_cert_chain(
+                            str(self.certificates.cert_file), str(self.certificates.key_file)
+                        )
+                        log.info("reloaded the webhook serving certificate")
+                    await self.certificates.inject_ca_bundle()
+            except Exception as exc:
+                log.warning("webhook certificate check failed", error=str(exc) or type(exc).__name__)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.requests_total += 1
+        try:
+            review = await request.json()
+            admission = Request.from_review(review)
+        except (ValueError, json.JSONDecodeError) as exc:
+            return web.Response(status=400, text=f"invalid AdmissionReview: {exc}\n")
+        hook = HOOKS[request.path]
+        try:
+            response = await self.review(hook, admission)
+        except Exception as exc:  # an API failure while resolving facts: refuse, the client retries
+            log.exception("webhook failed", path=request.path, namespace=admission.namespace)
+            response = errored(f"{request.path}: {exc}")
+        return web.json_response(response.review(admission.uid))
+
+    async def review(self, hook: Hook, req: Request) -> Response:
+        """The answer to one AdmissionReview (also called directly by tests)."""
+        if hook.framework not in self.enabled or req.operation not in hook.operations:
+            return allowed()
+        if hook.mutating:
+            return await self._mutate(hook, req)
+        return await self._validate(hook, req)
+
+    async def _mutate(self, hook: Hook, req: Request) -> Response:
+        obj, ns = req.obj, req.namespace
+        if hook.framework == api.FRAMEWORK_POD and pod.suspended_by_parent(obj):
+            mutated = pod.default(obj, ns, self.config, self.lookups, Facts())
+        else:
+            facts = await self.facts(obj, ns)
+            default = {api.FRAMEWORK_BATCH_JOB: job.default, api.FRAMEWORK_POD: pod.default}.get(
+                hook.framework, leaderworkerset.default
+            )
+            mutated = default(obj, ns, self.config, self.lookups, facts)
+        return allowed(json_patch(obj, mutated))
+
+    async def _validate(self, hook: Hook, req: Request) -> Response:
+        obj, old, ns = req.obj, req.old or {}, req.namespace
+        warnings: list[str] = []
+        errors: list[fields.FieldError]
+        if hook.framework == api.FRAMEWORK_BATCH_JOB:
+            errors = (
+                job.validate_create(obj)
+                if req.operation == "CREATE"
+                else job.validate_update(old, obj, ns, self.lookups)
+            )
+        elif hook.framework == api.FRAMEWORK_POD:
+            errors = (
+                pod.validate_create(obj)
+                if req.operation == "CREATE"
+                else pod.validate_update(old, obj, ns, self.lookups)
+            )
+            if req.operation == "CREATE" or not pod.suspended_by_parent(obj):
+                warnings = pod.warnings(obj, self.config)
+        elif req.operation == "CREATE":
+            errors = leaderworkerset.validate_create(obj)
+        else:
+            errors = leaderworkerset.validate_update(old, obj, self.config, await self.facts(obj, ns))
+        if errors:
+            message = fields.aggregate(errors)
+            meta = obj.get("metadata") or {}
+            log.info(
+                "denied",
+                kind=obj.get("kind"),
+                namespace=ns,
+                name=meta.get("name") or meta.get("generateName"),
+                operation=req.operation,
+                message=message,
+            )
+            return denied(message, warnings)
+        return allowed(warnings=warnings)
+
+    # -- facts that need the API -------------------------------------------------------------
+
+    async def facts(self, obj: Obj, namespace: str) -> Facts:
+        return Facts(
+            namespace_labels=await self.namespace_labels_of(namespace),
+            managed_ancestor=await self.managed_ancestor(obj, namespace),
+        )
+
+    async def namespace_labels_of(self, namespace: str) -> dict[str, str]:
+        """From the namespace informer; a namespace it has not seen yet is read from the API."""
+        labels = self.namespace_labels.get(namespace)
+        if labels is None:
+            try:
+                async with asyncio.timeout(API_TIMEOUT_SECONDS):
+                    ns = await self.kube.get(api.NAMESPACE, namespace)
+                labels = (ns.get("metadata") or {}).get("labels") or {}
+            except (KubeClientError, TimeoutError) as exc:
+                if not isinstance(exc, NotFound):
+                    log.warning(
+                        "cannot read the namespace; judging it by name", namespace=namespace, error=str(exc)
+                    )
+                labels = {}
+        return {api.LABEL_NAMESPACE_NAME: namespace, **labels}
+
+    async def managed_ancestor(self, obj: Obj, namespace: str) -> bool:
+        """Whether a controller-owner ancestor is a job Kueue manages (FindAncestorJobManagedByKueue)."""
+        managed_kinds = {common.FRAMEWORK_KINDS[f] for f in self.enabled if f in common.FRAMEWORK_KINDS}
+        current = obj
+        for _ in range(MAX_OWNER_DEPTH):
+            owner = common.controller_owner(current)
+            if owner is None:
+                return False
+            key = ((owner.get("apiVersion") or "").rpartition("/")[0], owner.get("kind"))
+            resource = self.owner_resources.get(key)
+            if resource is None or not owner.get("name"):
+                return False
+            parent = await self._get_owner(resource, namespace, owner["name"])
+            if parent is None:
+                return False
+            if key in managed_kinds and (
+                common.queue_name(parent) or self.config.manage_jobs_without_queue_name
+            ):
+                return True
+            current = parent
+        log.warning("owner chain too deep; treating as unmanaged", namespace=namespace, depth=MAX_OWNER_DEPTH)
+        return False
+
+    async def _get_owner(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
+        informer = self.owner_informers.get(resource)
+        if informer is not None and informer.has_synced:
+            cached = informer.get(f"{namespace}/{name}")
+            if cached is not None:
+                return cached
+        try:
+            async with asyncio.timeout(API_TIMEOUT_SECONDS):
+                return await self.kube.get(resource, name, namespace=namespace)
+        except NotFound:
+            return None
+        except Forbidden as exc:  # a missing RBAC rule must not block every pod of the cluster
+            log.warning(
+                "cannot read an owner to check whether Kueue manages it; grant get on it to the agent",
+                kind=resource.kind,
+                namespace=namespace,
+                name=name,
+                error=str(exc),
+            )
+            return None

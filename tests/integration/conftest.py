@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient
+from kube_runtime.client import KubeClient, NotFound
 
 
 @pytest.fixture
@@ -23,6 +24,15 @@ async def namespace(kube, request):
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     await kube.create(api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
+    # The agent that would release Workload finalizers stopped with the test: without this the
+    # namespace stays Terminating and its admitted Workloads linger for later tests' agents.
+    items, _ = await kube.list(api.WORKLOAD, namespace=name)
+    for wl in items:
+        if wl["metadata"].get("finalizers"):
+            with contextlib.suppress(NotFound):
+                await kube.patch_merge(
+                    api.WORKLOAD, wl["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace=name
+                )
     await kube.delete(api.NAMESPACE, name)
 
 

@@ -65,6 +65,11 @@ class WorkloadController:
             return None
         if self._orphaned(cached):
             return await self._finish_orphan(wlstatus.working_copy(cached), self.clock.now())
+        if cached["metadata"].get("deletionTimestamp"):
+            # Deleted and not (or no longer) holding quota: nothing left to release.
+            if wlstatus.is_finished(cached) or not wlstatus.has_quota_reservation(cached):
+                await self._remove_finalizer(cached)
+            return None
         if wlstatus.is_finished(cached):
             return None
         now = self.clock.now()
@@ -166,23 +171,27 @@ class WorkloadController:
         )
 
     async def _finish_orphan(self, wl: Obj, now: dt.datetime) -> None:
-        wlstatus.set_condition(
-            wl, api.WORKLOAD_FINISHED, "True", api.REASON_OWNER_NOT_FOUND, api.MSG_OWNER_NOT_FOUND, now
-        )
-        await self._write(wl)
+        if not wlstatus.is_finished(wl):
+            wlstatus.set_condition(
+                wl, api.WORKLOAD_FINISHED, "True", api.REASON_OWNER_NOT_FOUND, api.MSG_OWNER_NOT_FOUND, now
+            )
+            await self._write(wl)
+        await self._remove_finalizer(wl)
+
+    async def _remove_finalizer(self, wl: Obj) -> None:
         finalizers = wl["metadata"].get("finalizers") or []
-        if api.FINALIZER_RESOURCE_IN_USE in finalizers:
-            kept = [f for f in finalizers if f != api.FINALIZER_RESOURCE_IN_USE]
-            try:
-                await self.kube.patch_merge(
-                    api.WORKLOAD,
-                    wl["metadata"]["name"],
-                    {"metadata": {"finalizers": kept or None}},
-                    namespace=wl["metadata"]["namespace"],
-                )
-            except NotFound:
-                return None
-        return None
+        if api.FINALIZER_RESOURCE_IN_USE not in finalizers:
+            return
+        kept = [f for f in finalizers if f != api.FINALIZER_RESOURCE_IN_USE]
+        try:
+            await self.kube.patch_merge(
+                api.WORKLOAD,
+                wl["metadata"]["name"],
+                {"metadata": {"finalizers": kept or None}},
+                namespace=wl["metadata"]["namespace"],
+            )
+        except NotFound:
+            return
 
     async def _reconcile_inactive(self, wl: Obj, now: dt.datetime) -> Result | None:
         target = wlstatus.condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)

@@ -36,9 +36,18 @@ def pod_group_name(pod: Obj) -> str | None:
     )
 
 
+SINGLE_POD_PREFIX = "pod:"  # ':' never occurs in a group name (a DNS subdomain)
+
+
 def _group_index(pod: Obj) -> tuple[str, ...]:
+    """Pods of a group under "<ns>/<group>"; a single managed pod under "<ns>/pod:<name>"."""
+    meta = pod.get("metadata") or {}
     group = pod_group_name(pod)
-    return (f"{pod['metadata'].get('namespace', '')}/{group}",) if group else ()
+    if group:
+        return (f"{meta.get('namespace', '')}/{group}",)
+    if (meta.get("labels") or {}).get(api.LABEL_MANAGED) == api.VALUE_TRUE:
+        return (f"{meta.get('namespace', '')}/{SINGLE_POD_PREFIX}{meta.get('name', '')}",)
+    return ()
 
 
 def is_gated(pod: Obj) -> bool:
@@ -121,6 +130,11 @@ class PodGroupIntegration:
         key = object_key(wl)
         if self.pods.by_index(INDEX_POD_GROUP, key):
             self.controller.enqueue(key)
+            return
+        namespace = wl["metadata"].get("namespace", "")
+        for owner in wl["metadata"].get("ownerReferences") or ():
+            if owner.get("kind") == "Pod" and owner.get("controller"):
+                self.controller.enqueue(f"{namespace}/{SINGLE_POD_PREFIX}{owner['name']}")
 
     def _enqueue_all(self) -> None:
         for key in self.pods.store.index_values(INDEX_POD_GROUP):
@@ -134,17 +148,23 @@ class PodGroupIntegration:
         if not pods:
             return None
         annotations = pods[0]["metadata"].get("annotations") or {}
-        workload_name = annotations.get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or group
+        single = group.startswith(SINGLE_POD_PREFIX)
+        if single:
+            pod_meta = pods[0]["metadata"]
+            default_name = framework.workload_name(pod_meta["name"], pod_meta["uid"], "Pod", "")
+        else:
+            default_name = group
+        workload_name = annotations.get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or default_name
         serving = any(
             (p["metadata"].get("annotations") or {}).get(api.ANNOTATION_POD_GROUP_SERVING) == api.VALUE_TRUE
             for p in pods
         )
-        total = self._total_count(pods)
+        total = 1 if single else self._total_count(pods)
         wl = self.state.workloads.get(f"{namespace}/{workload_name}")
         if wl is None:
             if annotations.get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME):
                 return None  # the owner (e.g. the LWS integration) creates it
-            return await self._create_workload(namespace, group, pods, total)
+            return await self._create_workload(namespace, workload_name, pods, total, single)
         if wlstatus.is_finished(wl) or (wl.get("metadata") or {}).get("deletionTimestamp"):
             await self._release_pod_finalizers(pods, everything=True)
             return None
@@ -158,7 +178,9 @@ class PodGroupIntegration:
         await self._release_pod_finalizers(pods, everything=False)
         if self.config.wait_for_pods_ready is not None:
             await self._sync_pods_ready(wl, pods, total)
-        if (
+        if single and is_terminated(pods[0]):
+            await self._finish_single(wl, pods[0])
+        elif (
             not serving
             and total
             and sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Succeeded") >= total
@@ -184,9 +206,10 @@ class PodGroupIntegration:
         return False
 
     async def _create_workload(
-        self, namespace: str, group: str, pods: list[Obj], total: int
+        self, namespace: str, group: str, pods: list[Obj], total: int, single: bool = False
     ) -> Result | None:
-        """A plain pod group: one PodSet per role, once `total` runnable pods exist."""
+        """A plain pod group: one PodSet per role, once `total` runnable pods exist; a single pod:
+        `pod-<name>-<hash>` with one PodSet `main`."""
         runnable = [p for p in pods if (p.get("status") or {}).get("phase") != "Failed"]
         if len(runnable) < total:
             return None
@@ -198,7 +221,13 @@ class PodGroupIntegration:
             template_pod = roles[role][0]
             spec = {k: v for k, v in (template_pod.get("spec") or {}).items() if k not in ("nodeName",)}
             spec.pop("schedulingGates", None)
-            podsets.append({"name": role, "count": len(roles[role]), "template": {"spec": spec}})
+            podsets.append(
+                {
+                    "name": api.ROLE_MAIN if single else role,
+                    "count": len(roles[role]),
+                    "template": {"spec": spec},
+                }
+            )
         first = pods[0]
         labels = first["metadata"].get("labels") or {}
         queue = labels.get(api.LABEL_QUEUE_NAME, "")
@@ -213,14 +242,15 @@ class PodGroupIntegration:
             podsets,
             queue,
             priority=priority,
-            controller_owner=False,
-            annotations={api.ANNOTATION_IS_GROUP_WORKLOAD: api.VALUE_TRUE},
+            controller_owner=single,
+            annotations=None if single else {api.ANNOTATION_IS_GROUP_WORKLOAD: api.VALUE_TRUE},
         )
-        body["metadata"]["ownerReferences"] = [
-            framework.owner_reference({**p, "apiVersion": "v1", "kind": "Pod"}, controller=False)
-            for p in pods
-        ]
-        body["metadata"]["labels"].pop(api.LABEL_JOB_UID, None)
+        if not single:
+            body["metadata"]["ownerReferences"] = [
+                framework.owner_reference({**p, "apiVersion": "v1", "kind": "Pod"}, controller=False)
+                for p in pods
+            ]
+            body["metadata"]["labels"].pop(api.LABEL_JOB_UID, None)
         with contextlib.suppress(Conflict):
             await self.kube.create(api.WORKLOAD, body, namespace=namespace)
         return None
@@ -322,6 +352,22 @@ class PodGroupIntegration:
         }
         with contextlib.suppress(NotFound):
             await self.kube.apply_status(api.WORKLOAD, body, api.FIELD_MANAGER_PODS_READY, force=True)
+
+    async def _finish_single(self, wl: Obj, pod: Obj) -> None:
+        failed = (pod.get("status") or {}).get("phase") == "Failed"
+        current = wlstatus.working_copy(wl)
+        reason = api.REASON_FAILED if failed else api.REASON_SUCCEEDED
+        message = "Job failed" if failed else "Job finished successfully"
+        if wlstatus.set_condition(
+            current, api.WORKLOAD_FINISHED, "True", reason, message, self.agent.clock.now()
+        ):
+            with contextlib.suppress(NotFound):
+                await self.kube.apply_status(
+                    api.WORKLOAD,
+                    wlstatus.admission_apply_body(current),
+                    api.FIELD_MANAGER_ADMISSION,
+                    force=True,
+                )
 
     async def _finish(self, wl: Obj, pods: list[Obj], total: int) -> None:
         succeeded = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Succeeded")

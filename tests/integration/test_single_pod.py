@@ -1,0 +1,70 @@
+"""A single managed pod (queue-name label, no group) runs as its own Workload `pod-<name>-<hash>`:
+ungated with the flavor's node labels once admitted, Finished when the pod ends."""
+
+from __future__ import annotations
+
+import pytest
+from admission_kit import (
+    cluster_queue,
+    condition,
+    eventually,
+    local_queue,
+    resource_flavor,
+    running_agent,
+    unique,
+)
+
+from kube_runtime import api
+from worker_agent.integrations.framework import workload_name
+
+pytestmark = pytest.mark.realcluster
+
+
+async def test_single_pod_is_admitted_ungated_and_finished(kube, cluster):
+    ns = cluster.namespace
+    rf, cq = unique("rf"), unique("cq")
+    await cluster.create(resource_flavor(rf, node_labels={"pool": "blue"}))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "2"}}))
+    await cluster.create(local_queue(ns, "main", cq))
+    # What the pod webhook makes of a pod with a queue-name label.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "solo",
+            "labels": {api.LABEL_QUEUE_NAME: "main", api.LABEL_MANAGED: "true"},
+            "finalizers": [api.FINALIZER_MANAGED],
+        },
+        "spec": {
+            "schedulingGates": [{"name": api.SCHEDULING_GATE_ADMISSION}],
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+    created = await kube.create(api.POD, pod, namespace=ns)
+    expected = workload_name("solo", created["metadata"]["uid"], "Pod", "")
+    assert expected.startswith("pod-solo-")
+    async with running_agent(kube, {"integrations": {"frameworks": ["pod"]}}):
+        await eventually(lambda: cluster.admitted(expected))
+
+        async def ungated():
+            current = await kube.get(api.POD, "solo", namespace=ns)
+            return current if not current["spec"].get("schedulingGates") else None
+
+        current = await eventually(ungated)
+        assert current["spec"]["nodeSelector"] == {"pool": "blue"}
+        assert current["metadata"]["labels"][api.LABEL_PODSET] == "main"
+        await kube.patch_status_merge(api.POD, "solo", {"status": {"phase": "Succeeded"}}, namespace=ns)
+
+        async def finished():
+            wl = await cluster.wl(expected)
+            c = condition(wl, api.WORKLOAD_FINISHED)
+            return c if c and c["status"] == "True" else None
+
+        c = await eventually(finished)
+        assert c["reason"] == "Succeeded"
+
+        async def pod_released():
+            current = await kube.get(api.POD, "solo", namespace=ns)
+            return api.FINALIZER_MANAGED not in (current["metadata"].get("finalizers") or ())
+
+        await eventually(pod_released)

@@ -238,6 +238,25 @@ class Cluster:
             self.cleanup.add(resource, obj["metadata"]["name"])
         return created
 
+    async def active_admission_check(self, name: str, controller: str = "example.com/test") -> None:
+        """An AdmissionCheck whose (imaginary) controller reports it Active=True."""
+        await self.create(
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": name},
+                "spec": {"controllerName": controller},
+            }
+        )
+        active = {
+            "type": "Active",
+            "status": "True",
+            "reason": "Active",
+            "message": "ok",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        await self.kube.patch_status_merge(api.ADMISSION_CHECK, name, {"status": {"conditions": [active]}})
+
     async def wl(self, name: str) -> Obj | None:
         try:
             return await self.kube.get(api.WORKLOAD, name, namespace=self.namespace)

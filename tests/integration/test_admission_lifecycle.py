@@ -66,31 +66,7 @@ async def test_preemption_within_cluster_queue(kube, cluster):
 async def test_admission_checks_gate_admitted(kube, cluster):
     ns = cluster.namespace
     check = unique("check")
-    await cluster.create(
-        {
-            "apiVersion": api.API_VERSION,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": check},
-            "spec": {"controllerName": "example.com/test"},
-        }
-    )
-    await kube.patch_status_merge(
-        api.ADMISSION_CHECK,
-        check,
-        {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "Active",
-                        "status": "True",
-                        "reason": "Active",
-                        "message": "ok",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z",
-                    }
-                ]
-            }
-        },
-    )
+    await cluster.active_admission_check(check, "example.com/test")
     await _queue(cluster, admission_checks=[check])
     async with running_agent(kube):
         await cluster.create(workload(ns, "w", "main"))

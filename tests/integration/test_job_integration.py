@@ -382,31 +382,7 @@ async def test_job_without_queue_name_uses_the_default_local_queue(cluster):
 
 async def test_job_of_a_multikueue_cluster_queue_is_not_started_locally(kube, cluster):
     check = unique("mk")
-    await cluster.create(
-        {
-            "apiVersion": api.API_VERSION,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": check},
-            "spec": {"controllerName": api.MULTIKUEUE_CONTROLLER_NAME},
-        }
-    )
-    await kube.patch_status_merge(
-        api.ADMISSION_CHECK,
-        check,
-        {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "Active",
-                        "status": "True",
-                        "reason": "Active",
-                        "message": "ok",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z",
-                    }
-                ]
-            }
-        },
-    )
+    await cluster.active_admission_check(check, api.MULTIKUEUE_CONTROLLER_NAME)
     await queues(cluster, admission_checks=[check])
     async with job_agent(cluster):
         job = await create_job(cluster, batch_job("j"))

@@ -38,7 +38,9 @@ log = structlog.get_logger("worker_agent.admission")
 
 Obj = dict[str, Any]
 
-FLUSH_BATCH_SECONDS = 1.0  # inadmissible requeues are batched (§3.2)
+FLUSH_BATCH_SECONDS = 1.0
+PENDING_WRITE_ATTEMPTS = 5
+PENDING_WRITE_RETRY_SECONDS = 0.2  # inadmissible requeues are batched (§3.2)
 MAX_PARALLEL_PREEMPTIONS = 8
 CYCLE_BACKOFF_INITIAL = 0.001
 CYCLE_BACKOFF_MAX = 0.010
@@ -639,9 +641,18 @@ class AdmissionState:
             self._spawn(self._pending_writer(key))
 
     async def _pending_writer(self, key: str) -> None:
+        failures = 0
         try:
             while key in self._pending_latest:
-                await self._write_pending(self._pending_latest.pop(key))
+                decision = self._pending_latest.pop(key)
+                if await self._write_pending(decision) or failures >= PENDING_WRITE_ATTEMPTS:
+                    failures = 0
+                    continue
+                # A parked workload is not evaluated again until a flush: retry the write itself
+                # (typically a conflict with a write our cache has not seen yet).
+                failures += 1
+                self._pending_latest.setdefault(key, decision)
+                await self.clock.sleep(PENDING_WRITE_RETRY_SECONDS * failures)
         finally:
             self._pending_writers.discard(key)
 
@@ -774,15 +785,16 @@ class AdmissionState:
                     f"Preempted workload {key}",
                 )
 
-    async def _write_pending(self, decision: Requeue) -> None:
+    async def _write_pending(self, decision: Requeue) -> bool:
+        """False when the write failed and may be retried."""
         key = decision.workload_key
         base = self._newest(key)
         if base is None or wlstatus.has_quota_reservation(base) or key in self.snapshot.workloads:
-            return
+            return True
         wl = wlstatus.working_copy(base)
         if not wlstatus.set_pending_condition(wl, decision.reason, decision.message, self.clock.now()):
             self._pending_written[key] = (decision.reason, decision.message)
-            return
+            return True
         try:
             async with self._write_limit:
                 applied = await self.kube.apply_status(
@@ -792,11 +804,12 @@ class AdmissionState:
                     force=True,
                 )
         except NotFound:
-            return
+            return True
         except ApiError as exc:
             log.debug("pending condition write failed", workload=key, error=str(exc))
-            return
+            return False
         self._pending_written[key] = (decision.reason, decision.message)
         self._applied[key] = applied
         if self.recorder is not None:
             await self.recorder.warning(base, decision.reason, "Admission", decision.message)
+        return True

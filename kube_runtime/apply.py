@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kube_runtime.client import KubeClient, ResourceLike
+from kube_runtime.client import KubeClient, NotFound, ResourceLike
 
 Obj = dict[str, Any]
 
@@ -141,3 +141,27 @@ async def apply_status_if_changed(
     meta = current_obj.get("metadata") or {}
     body = apply_body(resource, meta["name"], meta.get("namespace"), status=desired_status)
     return await client.apply_status(resource, body, field_manager, force=force)
+
+
+async def set_finalizer(
+    client: KubeClient, resource: ResourceLike, obj: Obj, finalizer: str, present: bool, strict: bool = True
+) -> bool:
+    """Add (`present`) or remove one finalizer with a merge patch; False when nothing had to change.
+
+    `strict` sends the object's resourceVersion, so a stale copy fails with Conflict (and is retried
+    by the caller's controller) instead of overwriting finalizers someone else just changed. An
+    object that is gone is not an error.
+    """
+    meta = obj["metadata"]
+    finalizers = list(meta.get("finalizers") or ())
+    if (finalizer in finalizers) == present:
+        return False
+    finalizers = [*finalizers, finalizer] if present else [f for f in finalizers if f != finalizer]
+    patch: Obj = {"finalizers": finalizers or None}
+    if strict:
+        patch["resourceVersion"] = meta["resourceVersion"]
+    try:
+        await client.patch_merge(resource, meta["name"], {"metadata": patch}, namespace=meta.get("namespace"))
+    except NotFound:
+        return False
+    return True

@@ -178,6 +178,7 @@ class AdmissionState:
         # Workloads the scheduler assumed whose admission write is not yet observed.
         self.assumed: set[str] = set()
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        self._overheads: dict[str, Obj] | None = None
         self.wake = asyncio.Event()
         self._flush_cqs: set[str] = set()
         self._flush_task: asyncio.Task[None] | None = None
@@ -281,9 +282,9 @@ class AdmissionState:
             on_delete=lambda obj: self._requeue_namespace(obj["metadata"]["namespace"]),
         )
         self.runtime_classes.add_handler(
-            on_add=lambda obj: self._requeue_all_pending(),
-            on_update=lambda old, new: self._requeue_all_pending(),
-            on_delete=lambda obj: self._requeue_all_pending(),
+            on_add=lambda obj: self._runtime_classes_changed(),
+            on_update=lambda old, new: self._runtime_classes_changed(),
+            on_delete=lambda obj: self._runtime_classes_changed(),
         )
 
     def _structural_with_all(self) -> None:
@@ -340,6 +341,10 @@ class AdmissionState:
         for wl in self.workloads.by_index(INDEX_NAMESPACE, namespace):
             self._route_workload(None, wl)
 
+    def _runtime_classes_changed(self) -> None:
+        self._overheads = None
+        self._requeue_all_pending()
+
     def _requeue_all_pending(self) -> None:
         for wl in self.workloads.list():
             if not holds_quota(wl):
@@ -368,10 +373,13 @@ class AdmissionState:
         return LimitRangeDefaults.summarize(ranges) if ranges else None
 
     def runtime_class_overheads(self) -> dict[str, Obj]:
-        return {
-            rc["metadata"]["name"]: (rc.get("overhead") or {}).get("podFixed") or {}
-            for rc in self.runtime_classes.list()
-        }
+        """RuntimeClass name -> pod overhead, rebuilt only when a RuntimeClass changes."""
+        if self._overheads is None:
+            self._overheads = {
+                rc["metadata"]["name"]: (rc.get("overhead") or {}).get("podFixed") or {}
+                for rc in self.runtime_classes.list()
+            }
+        return self._overheads
 
     def workload_info(self, wl: Obj, cluster_queue: str) -> WorkloadInfo:
         namespace = wl["metadata"].get("namespace", "")
@@ -380,7 +388,7 @@ class AdmissionState:
             cluster_queue=cluster_queue,
             config=self.config.requests,
             limit_ranges=self.limit_range_defaults(namespace),
-            runtime_class_overheads=self.runtime_class_overheads() if self.runtime_classes.store else None,
+            runtime_class_overheads=self.runtime_class_overheads() or None,
             requeuing_timestamp=self.requeuing_timestamp,
         )
 
@@ -683,17 +691,7 @@ class AdmissionState:
             wl = wlstatus.working_copy(cached)
             cq_obj = self.cluster_queues.get(decision.admission.get("clusterQueue", ""))
             if cq_obj is not None:
-                assigned = {
-                    f
-                    for psa in decision.admission.get("podSetAssignments") or ()
-                    for f in (psa.get("flavors") or {}).values()
-                }
-                all_flavors = [
-                    f["name"]
-                    for rg in cq_obj["spec"].get("resourceGroups") or ()
-                    for f in rg.get("flavors") or ()
-                ]
-                required = wlstatus.admission_checks_for(cq_obj["spec"], assigned, all_flavors)
+                required = wlstatus.required_admission_checks(cq_obj["spec"], decision.admission)
                 wlstatus.sync_admission_checks(wl, required, now)
             wlstatus.set_quota_reservation(wl, decision.admission, now)
             try:
@@ -721,7 +719,7 @@ class AdmissionState:
         self._pending_written.pop(key, None)
         cq = decision.admission.get("clusterQueue", "")
         created = (cached.get("metadata") or {}).get("creationTimestamp")
-        wait = self._seconds_since(created)
+        wait = wlstatus.seconds_since(created, self.clock.now())
         if self.metrics is not None:
             self.metrics.admission_attempt("success", elapsed)
             self.metrics.quota_reserved(cq, wait)
@@ -735,13 +733,6 @@ class AdmissionState:
                 await self.recorder.normal(
                     cached, api.EVENT_ADMITTED, "Admission", api.admitted_event_message(cq, 0)
                 )
-
-    def _seconds_since(self, timestamp: str | None) -> float:
-        if not timestamp:
-            return 0.0
-        from kube_runtime.conditions import parse_time
-
-        return max(0.0, (self.clock.now() - parse_time(timestamp)).total_seconds())
 
     async def _write_preemption(self, decision: Preempt) -> None:
         key = decision.victim_key

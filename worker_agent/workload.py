@@ -365,6 +365,24 @@ def admission_checks_for(
     return result
 
 
+def required_admission_checks(cq_spec: Obj, admission: Obj | None) -> set[str]:
+    """The ClusterQueue's checks that apply to a workload with (or without) this admission (§3.10)."""
+    all_flavors = [f["name"] for rg in cq_spec.get("resourceGroups") or () for f in rg.get("flavors") or ()]
+    assigned = None
+    if admission:
+        assigned = {
+            f for psa in admission.get("podSetAssignments") or () for f in (psa.get("flavors") or {}).values()
+        }
+    return admission_checks_for(cq_spec, assigned, all_flavors)
+
+
+def seconds_since(timestamp: str | None, now: dt.datetime) -> float:
+    """Seconds from an RFC3339 API timestamp to `now` (0 when unset or in the future)."""
+    if not timestamp:
+        return 0.0
+    return max(0.0, (now - parse_time(timestamp)).total_seconds())
+
+
 def sync_admission_checks(wl: Obj, required: set[str], now: dt.datetime) -> bool:
     """Add missing checks as Pending, drop those that no longer apply, keep them sorted by name."""
     status = wl.setdefault("status", {})

@@ -12,13 +12,14 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
-from kube_runtime.apply import apply_status_if_changed
+from kube_runtime.apply import apply_status_if_changed, set_finalizer
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, set_status_condition
 from kube_runtime.controller import Result
 from worker_agent import workload as wlstatus
 from worker_agent.admission import INDEX_CLUSTER_QUEUE, INDEX_PRIORITY_CLASS, AdmissionState
+from worker_agent.engine import dominant_resource_share
 from worker_agent.engine.resources import format_amount
 
 log = structlog.get_logger("worker_agent.queues")
@@ -127,8 +128,6 @@ class QueueStatusControllers:
             "flavorsUsage": _flavor_usage(spec, admitted_usage, nominal),
         }
         if self.state.config.fair_sharing is not None and snap_cq is not None:
-            from worker_agent.engine import dominant_resource_share
-
             share = dominant_resource_share(snap_cq)
             status["fairSharing"] = {"weightedShare": share.weighted_share}
         if self.metrics is not None:
@@ -168,15 +167,14 @@ class QueueStatusControllers:
             if self.metrics is not None:
                 self.metrics.clear_cluster_queue(name)
             return None
-        meta = cq["metadata"]
-        finalizers = list(meta.get("finalizers") or ())
-        if meta.get("deletionTimestamp"):
-            if api.FINALIZER_RESOURCE_IN_USE in finalizers and not self._reserving(name):
-                finalizers.remove(api.FINALIZER_RESOURCE_IN_USE)
-                await self._set_finalizers(api.CLUSTER_QUEUE, cq, finalizers)
+        if cq["metadata"].get("deletionTimestamp"):
+            if not self._reserving(name) and await set_finalizer(
+                self.kube, api.CLUSTER_QUEUE, cq, api.FINALIZER_RESOURCE_IN_USE, present=False
+            ):
                 return None
-        elif api.FINALIZER_RESOURCE_IN_USE not in finalizers:
-            await self._set_finalizers(api.CLUSTER_QUEUE, cq, [*finalizers, api.FINALIZER_RESOURCE_IN_USE])
+        elif await set_finalizer(
+            self.kube, api.CLUSTER_QUEUE, cq, api.FINALIZER_RESOURCE_IN_USE, present=True
+        ):
             return None
         status = self.cluster_queue_status(cq)
         try:
@@ -197,8 +195,6 @@ class QueueStatusControllers:
         node = self.state.snapshot.cohorts.get(name)
         if node is None:
             return None
-        from worker_agent.engine import dominant_resource_share
-
         share = dominant_resource_share(node).weighted_share
         status = {"fairSharing": {"weightedShare": share}}
         if self.metrics is not None:
@@ -340,23 +336,11 @@ class QueueStatusControllers:
     async def _reconcile_in_use(self, resource: api.Resource, obj: Obj | None, kind: str) -> Result | None:
         if obj is None:
             return None
-        meta = obj["metadata"]
-        finalizers = list(meta.get("finalizers") or ())
-        if meta.get("deletionTimestamp"):
-            if api.FINALIZER_RESOURCE_IN_USE in finalizers and not self._cq_references(kind, meta["name"]):
-                finalizers.remove(api.FINALIZER_RESOURCE_IN_USE)
-                await self._set_finalizers(resource, obj, finalizers)
-        elif api.FINALIZER_RESOURCE_IN_USE not in finalizers:
-            await self._set_finalizers(resource, obj, [*finalizers, api.FINALIZER_RESOURCE_IN_USE])
+        deleting = bool(obj["metadata"].get("deletionTimestamp"))
+        if deleting and self._cq_references(kind, obj["metadata"]["name"]):
+            return None
+        await set_finalizer(self.kube, resource, obj, api.FINALIZER_RESOURCE_IN_USE, present=not deleting)
         return None
-
-    async def _set_finalizers(self, resource: api.Resource, obj: Obj, finalizers: list[str]) -> None:
-        meta = obj["metadata"]
-        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
-        try:
-            await self.kube.patch_merge(resource, meta["name"], patch, namespace=meta.get("namespace"))
-        except NotFound:
-            return
 
     # -- WorkloadPriorityClass -------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
+from kube_runtime.apply import set_finalizer
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import parse_time
@@ -101,19 +102,7 @@ class WorkloadController:
         # --- admission checks (§3.10)
         if cq is not None:
             admission = (wl.get("status") or {}).get("admission")
-            all_flavors = [
-                f["name"]
-                for rg in (cq.get("spec") or {}).get("resourceGroups") or ()
-                for f in rg.get("flavors") or ()
-            ]
-            assigned = None
-            if admission:
-                assigned = {
-                    f
-                    for psa in admission.get("podSetAssignments") or ()
-                    for f in (psa.get("flavors") or {}).values()
-                }
-            required = wlstatus.admission_checks_for(cq.get("spec") or {}, assigned, all_flavors)
+            required = wlstatus.required_admission_checks(cq.get("spec") or {}, admission)
             changed |= wlstatus.sync_admission_checks(wl, required, now)
 
         result = await self._reconcile_checks(wl, now)
@@ -126,7 +115,7 @@ class WorkloadController:
                 changed = True
                 if not was_admitted and wlstatus.is_admitted(wl):
                     reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED) or {}
-                    wait = self._since(reserved.get("lastTransitionTime"), now)
+                    wait = wlstatus.seconds_since(reserved.get("lastTransitionTime"), now)
                     await self._write(wl)
                     await self._event(
                         wl,
@@ -136,7 +125,8 @@ class WorkloadController:
                     )
                     if self.metrics is not None:
                         self.metrics.admitted(
-                            cq_name or "", self._since(wl["metadata"].get("creationTimestamp"), now)
+                            cq_name or "",
+                            wlstatus.seconds_since(wl["metadata"].get("creationTimestamp"), now),
                         )
                     return None
             stop = await self._reconcile_queue_state(wl, lq, cq, cq_name, now)
@@ -179,19 +169,9 @@ class WorkloadController:
         await self._remove_finalizer(wl)
 
     async def _remove_finalizer(self, wl: Obj) -> None:
-        finalizers = wl["metadata"].get("finalizers") or []
-        if api.FINALIZER_RESOURCE_IN_USE not in finalizers:
-            return
-        kept = [f for f in finalizers if f != api.FINALIZER_RESOURCE_IN_USE]
-        try:
-            await self.kube.patch_merge(
-                api.WORKLOAD,
-                wl["metadata"]["name"],
-                {"metadata": {"finalizers": kept or None}},
-                namespace=wl["metadata"]["namespace"],
-            )
-        except NotFound:
-            return
+        await set_finalizer(
+            self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False, strict=False
+        )
 
     async def _reconcile_inactive(self, wl: Obj, now: dt.datetime) -> Result | None:
         target = wlstatus.condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)
@@ -329,9 +309,11 @@ class WorkloadController:
         if pods_ready and pods_ready.get("reason") == api.REASON_WAIT_FOR_RECOVERY:
             if wfpr.recovery_timeout_seconds is None:
                 return None
-            return wfpr.recovery_timeout_seconds - self._since(pods_ready.get("lastTransitionTime"), now)
+            return wfpr.recovery_timeout_seconds - wlstatus.seconds_since(
+                pods_ready.get("lastTransitionTime"), now
+            )
         admitted = wlstatus.condition(wl, api.WORKLOAD_ADMITTED) or {}
-        return wfpr.timeout_seconds - self._since(admitted.get("lastTransitionTime"), now)
+        return wfpr.timeout_seconds - wlstatus.seconds_since(admitted.get("lastTransitionTime"), now)
 
     def _max_exec_remaining(self, wl: Obj, now: dt.datetime) -> float | None:
         limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
@@ -339,7 +321,7 @@ class WorkloadController:
             return None
         admitted = wlstatus.condition(wl, api.WORKLOAD_ADMITTED) or {}
         past = int((wl.get("status") or {}).get("accumulatedPastExexcutionTimeSeconds") or 0)
-        return int(limit) - past - self._since(admitted.get("lastTransitionTime"), now)
+        return int(limit) - past - wlstatus.seconds_since(admitted.get("lastTransitionTime"), now)
 
     def _reconcile_backoff(self, wl: Obj, now: dt.datetime) -> float | None:
         """Pending after a timed-out or retried admission: Requeued=True once requeueAt passes."""
@@ -401,11 +383,6 @@ class WorkloadController:
         else:
             return False
         return wlstatus.set_pending_condition(wl, problem[0], problem[1], now)
-
-    def _since(self, timestamp: str | None, now: dt.datetime) -> float:
-        if not timestamp:
-            return 0.0
-        return max(0.0, (now - parse_time(timestamp)).total_seconds())
 
     async def _enforce_deadlines(self, wl: Obj, now: dt.datetime) -> Result | None:
         """PodsReady timeout (evict with backoff, or deactivate past the limit) and max execution time."""

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
+from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, Invalid, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
@@ -766,19 +767,8 @@ class JobIntegration:
             await self._remove_finalizer(wl)
 
     async def _remove_finalizer(self, wl: Obj) -> None:
-        meta = wl["metadata"]
-        finalizers = meta.get("finalizers") or []
-        if api.FINALIZER_RESOURCE_IN_USE not in finalizers:
-            return
-        kept = [f for f in finalizers if f != api.FINALIZER_RESOURCE_IN_USE]
-        with contextlib.suppress(NotFound):
-            await self.kube.patch_merge(
-                api.WORKLOAD,
-                meta["name"],
-                # Strict (RemoveFinalizersWithStrictPatch): fails on a stale copy and is retried.
-                {"metadata": {"finalizers": kept or None, "resourceVersion": meta["resourceVersion"]}},
-                namespace=meta["namespace"],
-            )
+        # Strict (RemoveFinalizersWithStrictPatch): fails on a stale copy and is retried.
+        await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
 
     # -- Workload status -------------------------------------------------------------------------
 

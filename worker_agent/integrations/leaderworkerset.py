@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
+from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
@@ -227,17 +228,12 @@ class LeaderWorkerSetIntegration:
 
     async def _delete_workload(self, wl: Obj) -> None:
         meta = wl["metadata"]
-        with contextlib.suppress(NotFound):
-            if not meta.get("deletionTimestamp"):
+        if not meta.get("deletionTimestamp"):
+            with contextlib.suppress(NotFound):
                 await self.kube.delete(api.WORKLOAD, meta["name"], namespace=meta["namespace"])
-            if api.FINALIZER_RESOURCE_IN_USE in (meta.get("finalizers") or ()):
-                kept = [f for f in meta["finalizers"] if f != api.FINALIZER_RESOURCE_IN_USE]
-                await self.kube.patch_merge(
-                    api.WORKLOAD,
-                    meta["name"],
-                    {"metadata": {"finalizers": kept or None}},
-                    namespace=meta["namespace"],
-                )
+        await set_finalizer(
+            self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False, strict=False
+        )
 
     async def _label_pods(self, lws: Obj, key: str) -> None:
         """Give each pod of a group the pod-group identity of its Workload (§4.4 "Pods")."""

@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
+from kube_runtime.apply import set_finalizer
 from kube_runtime.client import ApiError, Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
@@ -302,20 +303,10 @@ class PodGroupIntegration:
 
     async def _release_pod_finalizers(self, pods: list[Obj], everything: bool) -> None:
         for pod in pods:
-            meta = pod["metadata"]
-            finalizers = meta.get("finalizers") or []
-            if api.FINALIZER_MANAGED not in finalizers:
+            if not (everything or is_terminated(pod) or pod["metadata"].get("deletionTimestamp")):
                 continue
-            if not (everything or is_terminated(pod) or meta.get("deletionTimestamp")):
-                continue
-            kept = [f for f in finalizers if f != api.FINALIZER_MANAGED]
-            with contextlib.suppress(NotFound, Conflict):
-                await self.kube.patch_merge(
-                    api.POD,
-                    meta["name"],
-                    {"metadata": {"finalizers": kept or None, "resourceVersion": meta["resourceVersion"]}},
-                    namespace=meta["namespace"],
-                )
+            with contextlib.suppress(Conflict):  # a newer pod event reconciles the group again
+                await set_finalizer(self.kube, api.POD, pod, api.FINALIZER_MANAGED, present=False)
 
     async def _sync_pods_ready(self, wl: Obj, pods: list[Obj], total: int) -> None:
         ready = (

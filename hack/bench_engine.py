@@ -1155,13 +1155,17 @@ def agent_engine(work_dir: Path, kubeconfig: Path) -> tuple[EngineProcess, int]:
     return EngineProcess("worker_agent", cmd, work_dir / "worker_agent.log"), metrics_port
 
 
-def scrape_metrics(port: int) -> dict[str, float]:
+def scrape_metrics(port: int, save_to: Path | None = None) -> dict[str, float]:
+    """The agent's engine counters; the whole exposition is kept in `save_to` (API requests by
+    resource and code, queue gauges) for a look after the run."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             text = resp.read().decode(errors="replace")
     except (urllib.error.URLError, OSError) as e:
         say(f"could not read /metrics on port {port}: {e}")
         return {}
+    if save_to is not None:
+        save_to.write_text(text)
     return parse_prometheus_counters(text, (METRIC_DECISIONS, METRIC_ENGINE_CPU))
 
 
@@ -1642,7 +1646,7 @@ def run_one(
             shape = OURS
 
             def metrics_reader() -> dict[str, float]:
-                return scrape_metrics(metrics_port)
+                return scrape_metrics(metrics_port, work_dir / "worker_agent.metrics.txt")
 
         bench = BenchRun(
             shape,

@@ -421,6 +421,9 @@ REASON_DEACTIVATED = "Deactivated"  # also an Evicted and Requeued reason
 REASON_ON_HOLD = "OnHold"
 # Legacy False reasons (UnadmittedWorkloadsObservability off).
 REASON_PENDING = "Pending"
+# The workload controller's QuotaReserved=False message for a workload parked because an equivalent
+# one failed to schedule (SchedulingEquivalenceHashing); the reason is that requeue reason.
+MSG_BYPASSED_SCHEDULING = "Bypassed scheduling evaluation because an equivalent workload recently failed"
 REASON_WAITING = "Waiting"
 REASON_INADMISSIBLE = "Inadmissible"
 

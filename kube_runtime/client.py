@@ -8,6 +8,8 @@ Every call takes a Resource (group, version, plural, kind, namespaced) and build
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -19,9 +21,10 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
+from kube_runtime import ratelimit
 from kube_runtime.api import Resource
 from kube_runtime.clock import Clock
-from kube_runtime.workqueue import TokenBucket
+from kube_runtime.ratelimit import ResourceRateLimits
 
 log = structlog.get_logger(__name__)
 
@@ -188,8 +191,16 @@ def raise_for_watch_event(event_type: str, obj: Obj) -> None:
         raise error_from_status(obj if isinstance(obj, dict) else {"message": str(obj)})
 
 
-# ---------------------------------------------------------------------------------------------
-# Rate limiting
+def resource_of_path(path: str) -> str:
+    """The resource (and subresource) a request path names: `workloads/status`, `events`, `leases`."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    # /api/v1/..., /apis/<group>/<version>/...: drop the prefix, then `namespaces/<ns>` if present.
+    rest = parts[2:] if parts and parts[0] == "api" else parts[3:]
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    if not rest:
+        return ""
+    return rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,7 +227,8 @@ class KubeClient:
         self.configuration = configuration
         self.host = configuration.host.rstrip("/")
         self._clock = clock or Clock()
-        self._limiter = TokenBucket(qps, burst, self._clock) if qps else None
+        # qps/burst per API resource, as controller-runtime's per-kind REST clients (ratelimit.py).
+        self._limiter = ResourceRateLimits(qps, burst, self._clock) if qps else None
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._get_attempts = max(1, get_attempts)
@@ -224,6 +236,9 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool | None = None
         self._ssl_files: tuple[Any, ...] | None = None
+        # Requests sent, by (method, resource[/subresource], status code or "<error>"): what the
+        # client QPS budget went to. Exported by the worker_agent as rest_client_requests_total.
+        self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
 
     # -- construction ------------------------------------------------------------------------
 
@@ -318,6 +333,18 @@ class KubeClient:
             kwargs["proxy"] = self.configuration.proxy
         return kwargs
 
+    @contextlib.asynccontextmanager
+    async def turn(
+        self, resource: ResourceLike, namespace: str | None = None, lane: int = ratelimit.LOW
+    ) -> AsyncIterator[None]:
+        """Wait for the rate limiter's token for `resource` in `lane` (ratelimit.ResourceRateLimits.turn);
+        the block's first request to that resource spends it. Without a rate limit, just runs the block."""
+        if self._limiter is None:
+            yield
+            return
+        async with self._limiter.turn(resource.api_path(namespace), lane):
+            yield
+
     # -- raw requests ------------------------------------------------------------------------
 
     async def request(
@@ -343,7 +370,7 @@ class KubeClient:
         )
         for attempt in range(1, _MAX_429_ATTEMPTS + 1):
             if self._limiter is not None:
-                await self._clock.sleep(self._limiter.when(None))
+                await self._limiter.acquire(path)
             headers = await self._headers(content_type)
             try:
                 async with self._get_session().request(
@@ -359,7 +386,9 @@ class KubeClient:
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
             except _TRANSPORT_ERRORS as exc:
+                self.request_counts[(method, resource_of_path(path), "<error>")] += 1
                 raise ConnectionLost(f"{method} {self.host}{path}: {type(exc).__name__}: {exc}") from exc
+            self.request_counts[(method, resource_of_path(path), str(status))] += 1
             if status == 429 and attempt < _MAX_429_ATTEMPTS:
                 await self._clock.sleep(_retry_after_seconds(retry_after))
                 continue
@@ -601,7 +630,7 @@ class KubeClient:
         ConnectionLost when the stream breaks. Close it (`aclosing`) when stopping early.
         """
         if self._limiter is not None:
-            await self._clock.sleep(self._limiter.when(None))
+            await self._limiter.acquire(resource.api_path(namespace))
         params = _clean_params(
             {
                 "watch": "true",

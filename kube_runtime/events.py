@@ -2,12 +2,15 @@
 
 Repeats of an event (same action, reason, reporting controller, regarding and related objects)
 within `series_window` of the last one bump `series.count` and `series.lastObservedTime` with a
-PATCH instead of creating a new Event. Recording never raises: API errors are logged and dropped.
+PATCH instead of creating a new Event. Recording never raises and never waits for the API: events
+are queued and written by a background task; API errors are logged and dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +29,8 @@ NORMAL, WARNING = api.EVENT_NORMAL, api.EVENT_WARNING
 REASON_ACTION_MAX = 128
 SERIES_WINDOW = 6 * 60.0  # client-go finishTime: a series ends after 6 minutes without a repeat
 _CACHE_LIMIT = 4096
+MAX_QUEUED_EVENTS = 1000  # client-go's maxQueuedEvents: beyond this, new events are dropped
+EXPIRY_INTERVAL = 1.0  # seconds between sweeps for idle series
 
 
 def object_reference(obj: Obj) -> Obj:
@@ -75,7 +80,14 @@ class _Series:
 
 
 class EventRecorder:
-    """Writes events for one controller instance: `await recorder.event(obj, "Normal", reason, action)`."""
+    """Writes events for one controller instance: `await recorder.event(obj, "Normal", reason, action)`.
+
+    Recording only queues the event and returns, as client-go's broadcaster does: a controller
+    never waits for an Event write (events have their own client and rate limit, and an admission
+    must not wait behind them). One background task writes the queue in order. When more than
+    `max_queued` events wait (client-go's maxQueuedEvents, 1000), new ones are dropped and counted
+    in `dropped`. `flush()` waits until everything queued so far is written.
+    """
 
     def __init__(
         self,
@@ -86,6 +98,7 @@ class EventRecorder:
         *,
         series_window: float = SERIES_WINDOW,
         min_patch_interval: float = 0.0,
+        max_queued: int = MAX_QUEUED_EVENTS,
     ) -> None:
         self.client = client
         self.reporting_controller = reporting_controller[:REASON_ACTION_MAX]
@@ -93,19 +106,24 @@ class EventRecorder:
         self._clock = clock or Clock()
         self._series_window = series_window
         self._min_patch_interval = min_patch_interval
+        self._max_queued = max_queued
         self._cache: dict[tuple[Any, ...], _Series] = {}
-        self._lock = asyncio.Lock()
-        self.dropped = 0  # events the API refused or we could not send
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._next_expiry = 0.0
+        self.dropped = 0  # events the API refused, we could not send, or that found the queue full
 
     async def normal(
         self, regarding: Obj, reason: str, action: str, note: str = "", related: Obj | None = None
     ) -> None:
-        await self.event(regarding, NORMAL, reason, action, note, related)
+        self.record(regarding, NORMAL, reason, action, note, related)
 
     async def warning(
         self, regarding: Obj, reason: str, action: str, note: str = "", related: Obj | None = None
     ) -> None:
-        await self.event(regarding, WARNING, reason, action, note, related)
+        self.record(regarding, WARNING, reason, action, note, related)
 
     async def event(
         self,
@@ -116,33 +134,92 @@ class EventRecorder:
         note: str = "",
         related: Obj | None = None,
     ) -> None:
-        """Record an event about `regarding` (an object or an ObjectReference). Never raises."""
-        try:
-            async with self._lock:
-                await self._record(regarding, type, reason, action, note, related)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.dropped += 1
-            log.warning("dropping event", reason=reason, action=action, error=str(exc) or type(exc).__name__)
+        """Queue an event about `regarding` (an object or an ObjectReference). Never raises."""
+        self.record(regarding, type, reason, action, note, related)
 
-    async def flush(self) -> None:
-        """Write series counts held back by `min_patch_interval` (call on shutdown). Never raises."""
-        async with self._lock:
-            for series in list(self._cache.values()):
-                await self._write_held_back(series)
-
-    async def _record(
-        self, regarding: Obj, type: str, reason: str, action: str, note: str, related: Obj | None
+    def record(
+        self,
+        regarding: Obj,
+        type: str,
+        reason: str,
+        action: str,
+        note: str = "",
+        related: Obj | None = None,
     ) -> None:
+        """The same as `event`, callable without awaiting (needs a running event loop)."""
         if type not in (NORMAL, WARNING):
-            raise ValueError(f"event type must be Normal or Warning, not {type!r}")
+            self.dropped += 1
+            log.warning("dropping event", reason=reason, action=action, error=f"bad event type {type!r}")
+            return
+        if len(self._queue) >= self._max_queued:
+            self.dropped += 1
+            if self.dropped % 1000 == 1:
+                log.warning(
+                    "event queue full, dropping events", queued=len(self._queue), dropped=self.dropped
+                )
+            return
+        # References are taken now: the caller may change the object after this returns.
         regarding_ref = object_reference(regarding)
         related_ref = object_reference(related) if related else None
+        self._queue.append((regarding_ref, related_ref, type, reason, action, note, self._clock.now()))
+        self._idle.clear()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_queue())
+
+    async def flush(self) -> None:
+        """Wait until every queued event is written, then write series counts held back by
+        `min_patch_interval` (call on shutdown). Never raises."""
+        await self._idle.wait()
+        for series in list(self._cache.values()):
+            await self._write_held_back(series)
+
+    async def close(self, flush_seconds: float | None = None) -> None:
+        """Flush (for at most `flush_seconds`; what is left is dropped), then stop the writer."""
+        try:
+            await asyncio.wait_for(self.flush(), flush_seconds)
+        except TimeoutError:
+            self.dropped += len(self._queue)
+            log.warning("events not written at shutdown", dropped=len(self._queue))
+            self._queue.clear()
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+
+    async def _write_queue(self) -> None:
+        try:
+            while self._queue:
+                item = self._queue.popleft()
+                try:
+                    await self._record(*item)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.dropped += 1
+                    log.warning(
+                        "dropping event", reason=item[3], action=item[4], error=str(exc) or type(exc).__name__
+                    )
+        finally:
+            if not self._queue:
+                self._idle.set()
+
+    async def _record(
+        self,
+        regarding_ref: Obj,
+        related_ref: Obj | None,
+        type: str,
+        reason: str,
+        action: str,
+        note: str,
+        now: dt.datetime,
+    ) -> None:
         reason, action = reason[:REASON_ACTION_MAX], action[:REASON_ACTION_MAX]
         key = (action, reason, self.reporting_controller, _ref_key(regarding_ref), _ref_key(related_ref))
-        now_mono, now = self._clock.monotonic(), self._clock.now()
-        await self._expire(now_mono)
+        now_mono = self._clock.monotonic()
+        if now_mono >= self._next_expiry or len(self._cache) >= _CACHE_LIMIT:
+            self._next_expiry = now_mono + EXPIRY_INTERVAL
+            await self._expire(now_mono)
         series = self._cache.get(key)
         if series is not None:
             series.count = max(series.count + 1, 2)
@@ -214,10 +291,18 @@ class EventRecorder:
             log.warning("dropping event series update", error=str(exc) or type(exc).__name__)
 
     async def _expire(self, now_mono: float) -> None:
-        """Forget series idle for longer than the window, writing a final count first if one is held back."""
-        stale = [k for k, s in self._cache.items() if now_mono - s.last_seen > self._series_window]
-        while len(self._cache) - len(stale) >= _CACHE_LIMIT:  # oldest first: dicts keep insertion order
-            stale.append(next(k for k in self._cache if k not in stale))
+        """Forget series idle for longer than the window, and the oldest ones beyond the cache limit
+        (down to 90 % of it, so that a full cache is not swept on every event); a count held back
+        is written first."""
+        stale = {k for k, s in self._cache.items() if now_mono - s.last_seen > self._series_window}
+        keep = len(self._cache) - len(stale)
+        if keep >= _CACHE_LIMIT:
+            for k in self._cache:  # oldest first: dicts keep insertion order
+                if keep < _CACHE_LIMIT * 9 // 10:
+                    break
+                if k not in stale:
+                    stale.add(k)
+                    keep -= 1
         for key in stale:
             series = self._cache.pop(key)
             await self._write_held_back(series)

@@ -21,6 +21,7 @@ from kube_runtime.client import ApiError, KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, object_key
+from kube_runtime.ratelimit import HIGH, LOW
 from worker_agent import workload as wlstatus
 from worker_agent.config import Configuration
 from worker_agent.engine import (
@@ -31,6 +32,7 @@ from worker_agent.engine import (
     Snapshot,
     WorkloadInfo,
 )
+from worker_agent.engine.resources import resource_list_to_api
 from worker_agent.engine.scheduler import Admit, CycleResult, Preempt, Requeue, selector_matches
 from worker_agent.engine.snapshot import holds_quota
 
@@ -42,6 +44,7 @@ FLUSH_BATCH_SECONDS = 1.0
 PENDING_WRITE_ATTEMPTS = 5
 PENDING_WRITE_RETRY_SECONDS = 0.2  # inadmissible requeues are batched (§3.2)
 MAX_PARALLEL_PREEMPTIONS = 8
+MAX_PARALLEL_PENDING_WRITES = 16
 CYCLE_BACKOFF_INITIAL = 0.001
 CYCLE_BACKOFF_MAX = 0.010
 
@@ -125,6 +128,21 @@ def cluster_queue_active_state(
     return False, reasons[0], api.cq_inactive_message(clauses)
 
 
+def spec_changed(old: Obj, new: Obj) -> bool:
+    """Whether an update touched what the engine reads of a queue or flavor object: its spec or
+    its deletion. Status updates (mostly our own status writes) are ignored."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return old.get("spec") != new.get("spec") or old_meta.get("deletionTimestamp") != new_meta.get(
+        "deletionTimestamp"
+    )
+
+
+def resource_requests(info: WorkloadInfo) -> list[Obj]:
+    """`status.resourceRequests` of a pending workload: each PodSet's computed requests (per pod x
+    effective count, after LimitRange defaults, RuntimeClass overhead and transformations)."""
+    return [{"name": ps.name, "resources": resource_list_to_api(ps.total)} for ps in info.podsets]
+
+
 class AdmissionState:
     """Informers, the cache (snapshot) and the queue manager of one cluster."""
 
@@ -171,6 +189,7 @@ class AdmissionState:
                 if config.fair_sharing
                 else SchedulerConfig().fair_sharing_strategies
             ),
+            block_admission=bool(config.wait_for_pods_ready and config.wait_for_pods_ready.block_admission),
         )
         self.scheduler = Scheduler(self.snapshot, self.queues, self.scheduler_config)
         self.structure_dirty = True
@@ -193,11 +212,21 @@ class AdmissionState:
         self._pending_latest: dict[str, Requeue] = {}
         self._pending_writers: set[str] = set()
         self._applied: dict[str, Obj] = {}
+        # Pending workloads' computed requests by UID (see workload_info), and a counter bumped
+        # when a LimitRange or RuntimeClass changes.
+        self._requests_memo: dict[str, tuple[tuple, list[Any]]] = {}
+        self._requests_generation = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._write_limit = asyncio.Semaphore(32)
         self._preempt_limit = asyncio.Semaphore(MAX_PARALLEL_PREEMPTIONS)
+        # Pending-condition writes have their own slots: they wait in the LOW lane and must not
+        # hold the slots admissions need.
+        self._pending_limit = asyncio.Semaphore(MAX_PARALLEL_PENDING_WRITES)
         # Admitted workloads whose PodsReady is not True (waitForPodsReady.blockAdmission).
         self.not_ready: set[str] = set()
+        # With blockAdmission: workloads admitted by the scheduler whose admission is not yet seen
+        # in the cache; they block the next cycle as not-ready workloads do.
+        self._admitting: set[str] = set()
         self._blocked_written: set[str] = set()
         self.decisions_total = 0
         self.cycles_total = 0
@@ -252,18 +281,29 @@ class AdmissionState:
                 self._notify_lq(object_key(lq))
 
         def cq_updated(old: Obj, new: Obj) -> None:
-            cq_changed(new)
+            if spec_changed(old, new):
+                cq_changed(new)
 
-        for informer in (self.flavors, self.cohorts, self.admission_checks):
+        def structure_updated(old: Obj, new: Obj) -> None:
+            if spec_changed(old, new):
+                self._structural_with_all()
+
+        for informer in (self.flavors, self.cohorts):
             informer.add_handler(
                 on_add=lambda obj: self._structural_with_all(),
-                on_update=lambda old, new: self._structural_with_all(),
+                on_update=structure_updated,
                 on_delete=lambda obj: self._structural_with_all(),
             )
+        # An AdmissionCheck's status (its Active condition) decides whether ClusterQueues are active.
+        self.admission_checks.add_handler(
+            on_add=lambda obj: self._structural_with_all(),
+            on_update=lambda old, new: self._structural_with_all(),
+            on_delete=lambda obj: self._structural_with_all(),
+        )
         self.cluster_queues.add_handler(on_add=cq_changed, on_update=cq_updated, on_delete=cq_changed)
         self.local_queues.add_handler(
             on_add=self._on_local_queue,
-            on_update=lambda old, new: self._on_local_queue(new, old),
+            on_update=lambda old, new: self._on_local_queue(new, old) if spec_changed(old, new) else None,
             on_delete=self._on_local_queue_deleted,
         )
         self.workloads.add_handler(
@@ -338,11 +378,13 @@ class AdmissionState:
             self.request_flush(self.cluster_queues.store.keys())
 
     def _requeue_namespace(self, namespace: str) -> None:
+        self._requests_generation += 1
         for wl in self.workloads.by_index(INDEX_NAMESPACE, namespace):
             self._route_workload(None, wl)
 
     def _runtime_classes_changed(self) -> None:
         self._overheads = None
+        self._requests_generation += 1
         self._requeue_all_pending()
 
     def _requeue_all_pending(self) -> None:
@@ -382,15 +424,33 @@ class AdmissionState:
         return self._overheads
 
     def workload_info(self, wl: Obj, cluster_queue: str) -> WorkloadInfo:
-        namespace = wl["metadata"].get("namespace", "")
-        return WorkloadInfo.from_dict(
+        meta = wl["metadata"]
+        status = wl.get("status") or {}
+        memo_key = None
+        podsets = None
+        namespace = meta.get("namespace", "")
+        if status.get("admission"):
+            self._requests_memo.pop(meta.get("uid", ""), None)  # admitted: usage from the admission
+        else:
+            # A pending workload's requests depend on its spec (generation), reclaimable pods, the
+            # namespace's LimitRanges and the RuntimeClasses: reuse them while none of these changed.
+            reclaimable = tuple((r.get("name"), r.get("count")) for r in status.get("reclaimablePods") or ())
+            memo_key = (meta.get("generation"), reclaimable, self._requests_generation)
+            memo = self._requests_memo.get(meta.get("uid", ""))
+            if memo is not None and memo[0] == memo_key:
+                podsets = memo[1]
+        info = WorkloadInfo.from_dict(
             wl,
             cluster_queue=cluster_queue,
             config=self.config.requests,
-            limit_ranges=self.limit_range_defaults(namespace),
+            limit_ranges=None if podsets is not None else self.limit_range_defaults(namespace),
             runtime_class_overheads=self.runtime_class_overheads() or None,
             requeuing_timestamp=self.requeuing_timestamp,
+            pending_podsets=podsets,
         )
+        if memo_key is not None and podsets is None:
+            self._requests_memo[meta.get("uid", "")] = (memo_key, info.podsets)
+        return info
 
     def _on_workload(self, old: Obj | None, new: Obj) -> None:
         self._route_workload(old, new)
@@ -408,8 +468,10 @@ class AdmissionState:
 
     def _on_workload_deleted(self, obj: Obj) -> None:
         key = object_key(obj)
+        self._requests_memo.pop(obj["metadata"].get("uid", ""), None)
         info = self.snapshot.remove_workload(key)
         self.assumed.discard(key)
+        self._admitting.discard(key)
         if key in self.not_ready:
             self.not_ready.discard(key)
             self.wake.set()
@@ -437,6 +499,9 @@ class AdmissionState:
             self.not_ready.add(key)
         elif key in self.not_ready:
             self.not_ready.discard(key)
+            self.wake.set()
+        if key in self._admitting and (holds_quota(new) or not wlstatus.is_admissible(new)):
+            self._admitting.discard(key)
             self.wake.set()
         if holds_quota(new):
             self.assumed.discard(key)
@@ -602,7 +667,7 @@ class AdmissionState:
     def admission_blocked(self) -> bool:
         """waitForPodsReady.blockAdmission: no new admission until every admitted workload is ready."""
         wfpr = self.config.wait_for_pods_ready
-        return bool(wfpr and wfpr.block_admission and self.not_ready)
+        return bool(wfpr and wfpr.block_admission and (self.not_ready or self._admitting))
 
     def _report_blocked(self) -> None:
         """Each ClusterQueue head shows why it waits: QuotaReserved=False/WaitingForPodsReady."""
@@ -632,6 +697,8 @@ class AdmissionState:
         for decision in result.decisions:
             if isinstance(decision, Admit):
                 self.assumed.add(decision.workload_key)
+                if self.scheduler_config.block_admission:
+                    self._admitting.add(decision.workload_key)
                 self._spawn(self._write_admission(decision))
             elif isinstance(decision, Preempt):
                 self._spawn(self._write_preemption(decision))
@@ -706,6 +773,11 @@ class AdmissionState:
             except ApiError as exc:
                 log.info("admission write failed; requeueing", workload=key, error=str(exc))
         elapsed = time.monotonic() - started
+        if not ok or not wlstatus.all_checks_ready(wl):
+            # Not admitted (the write failed, or it waits for admission checks): no longer blocking.
+            if key in self._admitting:
+                self._admitting.discard(key)
+                self.wake.set()
         if not ok:
             self.assumed.discard(key)
             info = self.snapshot.remove_workload(key)
@@ -736,17 +808,20 @@ class AdmissionState:
 
     async def _write_preemption(self, decision: Preempt) -> None:
         key = decision.victim_key
-        cached = self.workloads.get(key)
-        if cached is None or not holds_quota(cached):
-            self.scheduler.observe_removed(key)
-            return
-        now = self.clock.now()
-        wl = wlstatus.working_copy(cached)
-        wlstatus.set_evicted(wl, api.REASON_PREEMPTED, decision.message, now)
-        wlstatus.set_preempted(wl, decision.reason, decision.message, now)
+        namespace = key.partition("/")[0]
         try:
-            # Strict: a victim that finished meanwhile (our cache lags) must not be marked evicted.
-            async with self._preempt_limit:
+            # The victim is read again after the wait for a rate-limit token: short workloads often
+            # finish while the eviction waits, and a write for them would only come back 409.
+            async with self._preempt_limit, self.kube.turn(api.WORKLOAD, namespace, HIGH):
+                cached = self.workloads.get(key)
+                if cached is None or not holds_quota(cached):
+                    self.scheduler.observe_removed(key)
+                    return
+                now = self.clock.now()
+                wl = wlstatus.working_copy(cached)
+                wlstatus.set_evicted(wl, api.REASON_PREEMPTED, decision.message, now)
+                wlstatus.set_preempted(wl, decision.reason, decision.message, now)
+                # Strict: a victim that finished meanwhile (our cache lags) must not be marked evicted.
                 await self.kube.apply_status(
                     api.WORKLOAD,
                     wlstatus.admission_apply_body(wl, strict=True),
@@ -777,28 +852,40 @@ class AdmissionState:
                 )
 
     async def _write_pending(self, decision: Requeue) -> bool:
-        """False when the write failed and may be retried."""
+        """False when the write failed and may be retried.
+
+        Pending conditions are informational and superseded by newer ones, so they wait in the
+        rate limiter's LOW lane: with a saturated Workload budget, admissions and evictions go first.
+        The write is decided after that wait, from the freshest cache, and skipped if meanwhile the
+        workload got a reservation or a newer decision."""
         key = decision.workload_key
-        base = self._newest(key)
-        if base is None or wlstatus.has_quota_reservation(base) or key in self.snapshot.workloads:
-            return True
-        wl = wlstatus.working_copy(base)
-        if not wlstatus.set_pending_condition(wl, decision.reason, decision.message, self.clock.now()):
-            self._pending_written[key] = (decision.reason, decision.message)
-            return True
-        try:
-            async with self._write_limit:
+        namespace = key.partition("/")[0]
+        async with self._pending_limit, self.kube.turn(api.WORKLOAD, namespace, LOW):
+            if self._pending_latest.get(key) not in (None, decision):
+                return True  # a newer decision is queued: write that one instead
+            base = self._newest(key)
+            if base is None or wlstatus.has_quota_reservation(base) or key in self.snapshot.workloads:
+                return True
+            wl = wlstatus.working_copy(base)
+            changed = wlstatus.set_pending_condition(wl, decision.reason, decision.message, self.clock.now())
+            queued = self.queues.get(key)
+            if queued is not None:
+                changed |= wlstatus.set_resource_requests(wl, resource_requests(queued))
+            if not changed:
+                self._pending_written[key] = (decision.reason, decision.message)
+                return True
+            try:
                 applied = await self.kube.apply_status(
                     api.WORKLOAD,
                     wlstatus.admission_apply_body(wl, strict=True),
                     api.FIELD_MANAGER_ADMISSION,
                     force=True,
                 )
-        except NotFound:
-            return True
-        except ApiError as exc:
-            log.debug("pending condition write failed", workload=key, error=str(exc))
-            return False
+            except NotFound:
+                return True
+            except ApiError as exc:
+                log.debug("pending condition write failed", workload=key, error=str(exc))
+                return False
         self._pending_written[key] = (decision.reason, decision.message)
         self._applied[key] = applied
         if self.recorder is not None:

@@ -25,11 +25,12 @@ from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
-from worker_agent.admission import AdmissionState
+from worker_agent.admission import AdmissionState, spec_changed
 from worker_agent.config import Configuration
 from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
 from worker_agent.controllers.workload import WorkloadController
 from worker_agent.integrations import setup_integrations
+from worker_agent.metrics import ClientRequestsCollector, Metrics
 from worker_agent.webhooks import setup_webhooks
 
 log = structlog.get_logger("worker_agent")
@@ -43,6 +44,10 @@ def parse_bind_address(address: str, default_host: str = "0.0.0.0") -> tuple[str
         return default_host, -1
     host, _, port = address.rpartition(":")
     return host or default_host, int(port)
+
+
+# Seconds a stopping agent spends writing queued events before it drops them.
+EVENT_FLUSH_TIMEOUT = 5.0
 
 
 class Agent:
@@ -64,14 +69,13 @@ class Agent:
         self.clock = clock or Clock()
         self.registry = registry or CollectorRegistry()
         if metrics is None:
-            from worker_agent.metrics import Metrics
-
             metrics = Metrics(self.registry)
         self.metrics = metrics
         self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
         # Events go through their own client (own rate limit), as client-go's event broadcaster does,
         # so that they never slow down admission writes.
         self.recorder = EventRecorder(events_kube or kube, REPORTING_CONTROLLER, self.identity, self.clock)
+        self.registry.register(ClientRequestsCollector({"main": kube, "events": events_kube or kube}))
         self.state = AdmissionState(kube, config, self.clock, self.metrics, self.recorder)
         self.workload_controller = WorkloadController(
             kube, self.state, self.clock, self.recorder, self.metrics
@@ -164,7 +168,9 @@ class Agent:
             state.on_cluster_queue_changed.append(cohorts_changed)
             state.cohorts.add_handler(
                 on_add=lambda obj: self.cohort_ctl.enqueue(obj["metadata"]["name"]),
-                on_update=lambda old, new: self.cohort_ctl.enqueue(new["metadata"]["name"]),
+                on_update=lambda old, new: (
+                    self.cohort_ctl.enqueue(new["metadata"]["name"]) if spec_changed(old, new) else None
+                ),
             )
         state.on_local_queue_changed.append(
             lambda key: self.lq_ctl.enqueue_after(key, WORKLOAD_EVENT_BATCH_SECONDS)
@@ -187,12 +193,18 @@ class Agent:
         )
         state.cluster_queues.add_handler(
             on_add=lambda obj: (self.cq_ctl.enqueue(obj["metadata"]["name"]), rf_or_ac_for_all_cqs()),
-            on_update=lambda old, new: (self.cq_ctl.enqueue(new["metadata"]["name"]), rf_or_ac_for_all_cqs()),
+            on_update=lambda old, new: (
+                (self.cq_ctl.enqueue(new["metadata"]["name"]), rf_or_ac_for_all_cqs())
+                if spec_changed(old, new)
+                else None
+            ),
             on_delete=lambda obj: (self.cq_ctl.enqueue(obj["metadata"]["name"]), rf_or_ac_for_all_cqs()),
         )
         state.local_queues.add_handler(
             on_add=lambda obj: self.lq_ctl.enqueue(object_key(obj)),
-            on_update=lambda old, new: self.lq_ctl.enqueue(object_key(new)),
+            on_update=lambda old, new: (
+                self.lq_ctl.enqueue(object_key(new)) if spec_changed(old, new) else None
+            ),
             on_delete=lambda obj: self.lq_ctl.enqueue(object_key(obj)),
         )
         state.priority_classes.add_handler(
@@ -295,7 +307,7 @@ class Agent:
         if self.elector is not None:
             await self.elector.stop()
         await self.state.stop()
-        await self.recorder.flush()
+        await self.recorder.close(flush_seconds=EVENT_FLUSH_TIMEOUT)
         if self.webhook_server is not None:
             await self.webhook_server.stop()
         for server in self.servers:

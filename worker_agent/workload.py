@@ -176,10 +176,20 @@ def sync_admitted_condition(wl: Obj, now: dt.datetime) -> bool:
     return True
 
 
+def set_resource_requests(wl: Obj, requests: list[Obj]) -> bool:
+    """`status.resourceRequests` (per-PodSet totals of a pending workload); True if it changed."""
+    status = wl.setdefault("status", {})
+    if status.get("resourceRequests") == requests:
+        return False
+    status["resourceRequests"] = requests
+    return True
+
+
 def set_quota_reservation(wl: Obj, admission: Obj, now: dt.datetime) -> bool:
     """QuotaReserved=True with `admission`; Evicted/Preempted/BlockedOnPreemptionGates reset (§2.4)."""
     status = wl.setdefault("status", {})
     status["admission"] = admission
+    status.pop("resourceRequests", None)  # published for pending workloads only
     cq = admission.get("clusterQueue", "")
     set_condition(
         wl,
@@ -339,7 +349,9 @@ def admission_apply_body(wl: Obj, strict: bool = False) -> Obj:
 
 
 def working_copy(wl: Obj) -> Obj:
-    return copy.deepcopy(wl)
+    """A copy to change and write back: metadata and status are copied deeply, `spec` (the pod
+    templates, most of the object) is shared and must be treated as read-only."""
+    return {key: value if key == "spec" else copy.deepcopy(value) for key, value in wl.items()}
 
 
 def admission_checks_for(

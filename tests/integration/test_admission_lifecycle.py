@@ -275,6 +275,87 @@ async def test_block_admission_waits_for_pods_ready(kube, cluster):
         await eventually(lambda: cluster.admitted("second"))
 
 
+async def test_block_admission_admits_one_of_two_workloads_considered_in_the_same_cycle(kube, cluster):
+    """Upstream "Should block admission of one new workload if two are considered in the same
+    scheduling cycle": two ClusterQueues each have a fitting head when the agent starts."""
+    ns = cluster.namespace
+    rf, cq_a, cq_b = unique("rf"), unique("cq"), unique("cq")
+    await cluster.create(resource_flavor(rf))
+    for cq, lq in ((cq_a, "qa"), (cq_b, "qb")):
+        await cluster.create(cluster_queue(cq, {rf: {"cpu": "4"}}))
+        await cluster.create(local_queue(ns, lq, cq))
+    await cluster.create(workload(ns, "wa", "qa"))
+    await cluster.create(workload(ns, "wb", "qb"))
+    config = {"waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": True}}
+    async with running_agent(kube, config):
+
+        async def one_admitted():
+            admitted = [n for n in ("wa", "wb") if await cluster.admitted(n)]
+            return admitted if admitted else None
+
+        [first] = await eventually(one_admitted)
+        second = "wb" if first == "wa" else "wa"
+        assert await eventually(lambda: cluster.pending_reason(second)) == (
+            "WaitingForPodsReady",
+            "waiting for all admitted workloads to be in PodsReady condition",
+        )
+        await consistently(lambda: _not_reserved(cluster, second), duration=1.5)
+        await cluster.set_conditions(
+            first, {"type": "PodsReady", "status": "True", "reason": "Started", "message": "ready"}
+        )
+        await eventually(lambda: cluster.admitted(second))
+
+
+async def test_pending_workloads_publish_resource_requests_until_admitted(kube, cluster):
+    ns = cluster.namespace
+    await _queue(cluster, cpu="2")
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "big", "main", {"cpu": "1500m", "memory": "1Gi"}, count=2))
+
+        async def published():
+            wl = await cluster.wl("big")
+            return (wl.get("status") or {}).get("resourceRequests") if wl else None
+
+        # 2 pods x 1500m does not fit in 2 CPUs: the computed totals are published.
+        assert await eventually(published) == [{"name": "main", "resources": {"cpu": "3", "memory": "2Gi"}}]
+        await cluster.create(workload(ns, "small", "main", {"cpu": "500m"}))
+        await eventually(lambda: cluster.admitted("small"))
+        small = await cluster.wl("small")
+        assert "resourceRequests" not in (small.get("status") or {}), "emptied (never set) when admitted"
+
+
+async def test_equivalent_workload_parked_after_a_failure_says_it_was_bypassed(kube, cluster):
+    """SchedulingEquivalenceHashing: a workload coming back to the queue (here: reactivated) while an
+    equivalent one (here: itself) recently failed is parked without evaluation, and its QuotaReserved
+    condition says so (reason: the failure's requeue reason)."""
+    ns = cluster.namespace
+    await _queue(cluster, cpu="1")
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "holder", "main", {"cpu": "1"}))
+        await eventually(lambda: cluster.admitted("holder"))
+        await cluster.create(workload(ns, "twin", "main", {"cpu": "1"}))
+        assert (await eventually(lambda: cluster.pending_reason("twin")))[0] == "WaitingForQuota"
+        # Its failure parked its scheduling hash. Deactivated, then reactivated, it comes back equal.
+        await kube.patch_merge(api.WORKLOAD, "twin", {"spec": {"active": False}}, namespace=ns)
+
+        async def deactivated():
+            reason = await cluster.pending_reason("twin")
+            return reason if reason and reason[0] == "Deactivated" else None
+
+        await eventually(deactivated)
+        await kube.patch_merge(api.WORKLOAD, "twin", {"spec": {"active": True}}, namespace=ns)
+
+        async def bypassed():
+            reason = await cluster.pending_reason("twin")
+            return reason if reason and reason[0] != "Deactivated" else None
+
+        # The quota would fit once the holder left, but nothing may be preempted: PreemptionNoCandidates.
+        assert await eventually(bypassed) == (
+            "PreemptionNoCandidates",
+            "Bypassed scheduling evaluation because an equivalent workload recently failed",
+        )
+
+
 async def test_orphaned_job_workload_is_finished_and_released(kube, cluster):
     """A Workload made for a job (job-uid label) whose owner is gone: Finished/OwnerNotFound, no finalizer."""
     ns = cluster.namespace

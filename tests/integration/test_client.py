@@ -179,6 +179,7 @@ async def test_event_recorder_creates_then_counts_a_series(kube, namespace):
     recorder = EventRecorder(kube, "kueue-federation-test", "test-instance-1")
 
     await recorder.event(target, "Normal", "Synced", "Reconcile", "first " + "x" * 2000)
+    await recorder.flush()
     [event] = await find_events(kube, namespace, "Synced")
     assert event["apiVersion"] == "events.k8s.io/v1"
     assert event["regarding"]["kind"] == "ConfigMap" and event["regarding"]["name"] == "evented"
@@ -191,17 +192,20 @@ async def test_event_recorder_creates_then_counts_a_series(kube, namespace):
     assert "series" not in event
 
     await recorder.event(target, "Normal", "Synced", "Reconcile", "again")
+    await recorder.flush()
     [event] = await find_events(kube, namespace, "Synced")
     assert event["series"]["count"] == 2
     first_observed = event["series"]["lastObservedTime"]
     await asyncio.sleep(0.01)
     await recorder.event(target, "Normal", "Synced", "Reconcile", "and again")
+    await recorder.flush()
     [event] = await find_events(kube, namespace, "Synced")
     assert event["series"]["count"] == 3
     assert event["series"]["lastObservedTime"] > first_observed
 
     # A different reason is a different event.
     await recorder.event(target, "Warning", "Failed", "Reconcile", "boom")
+    await recorder.flush()
     [warning] = await find_events(kube, namespace, "Failed")
     assert warning["type"] == "Warning"
 
@@ -215,4 +219,17 @@ async def test_event_recorder_never_raises(kube):
     }
     await recorder.event(ghost, "Normal", "Synced", "Reconcile", "dropped")
     await recorder.event(ghost, "Sideways", "Synced", "Reconcile", "bad type")
+    await recorder.flush()
     assert recorder.dropped == 2
+
+
+async def test_event_recorder_does_not_wait_for_the_api_and_drops_beyond_its_queue(kube, namespace):
+    target = await kube.create(CONFIGMAP, configmap("busy", namespace))
+    recorder = EventRecorder(kube, "kueue-federation-test", "test-instance-1", max_queued=3)
+    for i in range(5):  # returns at once: nothing was written yet
+        await recorder.event(target, "Normal", f"Step{i}", "Reconcile", "note")
+    assert await find_events(kube, namespace, "Step0") == []
+    assert recorder.dropped == 2
+    await recorder.close(flush_seconds=10)
+    written = {e["reason"] for e in (await kube.list(EVENT, namespace))[0]}
+    assert {"Step0", "Step1", "Step2"} <= written and not {"Step3", "Step4"} & written

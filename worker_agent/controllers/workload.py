@@ -29,6 +29,13 @@ log = structlog.get_logger("worker_agent.workload")
 Obj = dict[str, Any]
 
 
+# QuotaReserved=False reasons that a "Bypassed scheduling evaluation" message may replace: queued,
+# or coming back to the queue. Scheduler diagnoses and static blockers are kept.
+BYPASS_CHECKED_REASONS = frozenset(
+    {"", api.REASON_PENDING_EVALUATION, api.REASON_PENDING, api.REASON_DEACTIVATED, api.REASON_SUSPENDED}
+)
+
+
 class WorkloadController:
     def __init__(
         self,
@@ -143,7 +150,8 @@ class WorkloadController:
             changed = True
             requeue_after = None
         changed |= self._restarted_queues(wl, lq, cq, now)
-        changed |= self._queue_problems(wl, lq, cq, cq_name, now)
+        problem = self._queue_problems(wl, lq, cq, cq_name, now)
+        changed |= problem or self._bypassed(wl, key, now)
         if changed:
             await self._write(wl)
         return Result(requeue_after=requeue_after) if requeue_after else None
@@ -383,6 +391,17 @@ class WorkloadController:
         else:
             return False
         return wlstatus.set_pending_condition(wl, problem[0], problem[1], now)
+
+    def _bypassed(self, wl: Obj, key: str, now: dt.datetime) -> bool:
+        """A workload parked because an equivalent one just failed says so, unless its condition
+        already carries the scheduler's own diagnosis (Kueue's shouldCheckEquivalenceHash)."""
+        cond = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED)
+        if cond is None or (cond.get("reason") or "") not in BYPASS_CHECKED_REASONS:
+            return False
+        reason = self.state.queues.no_fit_reason(key)
+        if not reason:
+            return False
+        return wlstatus.set_pending_condition(wl, reason, api.MSG_BYPASSED_SCHEDULING, now)
 
     async def _enforce_deadlines(self, wl: Obj, now: dt.datetime) -> Result | None:
         """PodsReady timeout (evict with backoff, or deactivate past the limit) and max execution time."""

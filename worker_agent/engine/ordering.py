@@ -165,6 +165,19 @@ class ClusterQueuePending:
             if moved is not None:
                 self.inadmissible[key] = moved
 
+    def no_fit_reason(self, key: str) -> str | None:
+        """The requeue reason of an equivalent workload that failed, if `key` was parked for it
+        (Kueue's GetNoFitReason: SchedulingEquivalenceHashing)."""
+        wl = self.inadmissible.get(key)
+        if wl is None or not self.best_effort:
+            return None
+        return self._moved_hashes.get(wl.scheduling_hash())
+
+    def get(self, key: str) -> WorkloadInfo | None:
+        if self.inflight is not None and self.inflight.key == key:
+            return self.inflight
+        return self.items.get(key) or self.inadmissible.get(key)
+
     def flush_inadmissible(self, now: float = 0.0, namespace_matches=None) -> int:
         """Move parked workloads whose backoff expired back to the heap (§3.2 inadmissible flush)."""
         self._moved_hashes.clear()
@@ -243,3 +256,12 @@ class QueueManager:
 
     def pending(self) -> int:
         return sum(q.pending() for q in self.queues.values())
+
+    def get(self, key: str) -> WorkloadInfo | None:
+        """The queued WorkloadInfo of `key` (heap, parked or in flight), if any."""
+        cq = self._where.get(key)
+        return self.queues[cq].get(key) if cq is not None else None
+
+    def no_fit_reason(self, key: str) -> str | None:
+        cq = self._where.get(key)
+        return self.queues[cq].no_fit_reason(key) if cq is not None else None

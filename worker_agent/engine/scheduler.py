@@ -88,6 +88,9 @@ class SchedulerConfig:
     )
     quota_check_strategy: str = api.QUOTA_CHECK_BLOCK_UNDECLARED
     partial_admission: bool = True
+    # waitForPodsReady.blockAdmission: at most one admission per cycle (the caller does not start a
+    # cycle while an admitted workload is not ready).
+    block_admission: bool = False
 
 
 @dataclass
@@ -148,6 +151,15 @@ class Scheduler:
         # Expectations: victims whose preemption was issued but not yet observed (keyed by workload key).
         self.preemptions_in_flight: set[str] = set()
         self.cycle = 0
+        # The last cycle's nominations (workload key -> the WorkloadInfo, its tree's generation,
+        # the assignment and the preemption targets). A head that waits (for its victims, or because
+        # it was skipped) is popped again every cycle; while neither the workload nor any workload
+        # of its quota tree changed, flavor assignment and the preemption search give the same
+        # result, so it is reused instead of recomputed. Only results computed without a resumed
+        # flavor scan (last_assignment None) are kept.
+        self._nominations: dict[str, tuple[WorkloadInfo, int, Assignment, list[Target]]] = {}
+        self._next_nominations: dict[str, tuple[WorkloadInfo, int, Assignment, list[Target]]] = {}
+        self.nominations_reused = 0
 
     def observe_removed(self, key: str) -> None:
         """The victim's reservation is gone (or the workload is deleted): forget the expectation."""
@@ -175,6 +187,7 @@ class Scheduler:
                 continue
             (entries if entry.assignment is not None else rejected).append(entry)
 
+        self._nominations, self._next_nominations = self._next_nominations, {}
         ordered = self._order(entries)
         cycle_victims: dict[str, WorkloadInfo] = {}
         cycle_local: list[tuple[ClusterQueue, dict[FlavorResource, int]]] = []
@@ -226,15 +239,28 @@ class Scheduler:
             entry.requeue_reason = api.REQUEUE_NAMESPACE_MISMATCH
             return entry
 
-        assignment, targets = self._assign(wl, cq, None)
-        if (
-            self.config.partial_admission
-            and not _fits_or_preempts(assignment, targets)
-            and any(ps.min_count is not None for ps in wl.podsets)
-        ):
-            partial = self._partial_admission(wl, cq)
-            if partial is not None:
-                assignment, targets = partial
+        generation = cq.root().tree_generation
+        memo = self._nominations.get(wl.key)
+        if memo is not None and memo[0] is wl and memo[1] == generation and wl.last_assignment is None:
+            assignment, targets = memo[2], memo[3]
+            self.nominations_reused += 1
+        else:
+            fresh_scan = wl.last_assignment is None
+            assignment, targets = self._assign(wl, cq, None)
+            if (
+                self.config.partial_admission
+                and not _fits_or_preempts(assignment, targets)
+                and any(ps.min_count is not None for ps in wl.podsets)
+            ):
+                partial = self._partial_admission(wl, cq)
+                if partial is not None:
+                    assignment, targets = partial
+            if not fresh_scan:
+                memo = None
+            else:
+                memo = (wl, generation, assignment, targets)
+        if memo is not None:
+            self._next_nominations[wl.key] = memo
         wl.last_assignment = assignment.last_state
         entry.assignment = assignment
         entry.targets = targets
@@ -417,6 +443,11 @@ class Scheduler:
             entry.requeue_reason = api.REQUEUE_PENDING_PREEMPTION
             entry.reason = api.REASON_WAITING_FOR_PREEMPTED_WORKLOADS
             entry.message = entry.message + api.pending_preemption_suffix(issued)
+            return
+
+        if self.config.block_admission and any(isinstance(d, Admit) for d in result.decisions):
+            # Another workload was admitted in this cycle and is not ready yet.
+            entry.reason, entry.message = api.REASON_WAITING_FOR_PODS_READY, api.MSG_WAITING_FOR_PODS_READY
             return
 
         # Fit: assume.

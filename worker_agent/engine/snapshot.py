@@ -119,6 +119,10 @@ class QuotaNode:
         self.subtree_quota: dict[FlavorResource, int] = {}
         self.local_quota: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        # On a root node: bumped whenever a workload of its tree is added or removed (not by the
+        # scheduler's temporary usage changes), so that results computed from the tree can be reused
+        # while it is unchanged.
+        self.tree_generation = 0
 
     def has_parent(self) -> bool:
         return self.parent is not None
@@ -589,8 +593,12 @@ class WorkloadInfo:
         limit_ranges: LimitRangeDefaults | None = None,
         runtime_class_overheads: Mapping[str, Mapping[str, Any]] | None = None,
         requeuing_timestamp: str = api.REQUEUING_TIMESTAMP_EVICTION,
+        pending_podsets: list[PodSetRequests] | None = None,
     ) -> WorkloadInfo:
-        """Build from a Workload API dict; admitted usage comes from status.admission (§3.5.6)."""
+        """Build from a Workload API dict; admitted usage comes from status.admission (§3.5.6).
+
+        `pending_podsets`, if given, are the requests computed earlier for the same spec, limit
+        ranges and overheads (request computation is most of the cost of an informer event)."""
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
@@ -610,6 +618,8 @@ class WorkloadInfo:
                 [PodSetAssignment(ps.name, dict(ps.flavors or {}), ps.total, ps.count) for ps in podsets],
             )
             cluster_queue = cluster_queue or admission.cluster_queue
+        elif pending_podsets is not None:
+            podsets = pending_podsets
         else:
             overheads = runtime_class_overheads or {}
             podsets = []
@@ -765,6 +775,7 @@ class Snapshot:
             return
         cq.workloads[info.key] = info
         cq.add_usage(info.usage)
+        cq.root().tree_generation += 1
 
     def remove_workload(self, key: str) -> WorkloadInfo | None:
         info = self.workloads.pop(key, None)
@@ -774,6 +785,7 @@ class Snapshot:
         if cq is not None and cq.workloads.pop(key, None) is not None:
             cq.remove_usage(info.usage)
             cq.allocatable_generation += 1
+            cq.root().tree_generation += 1
         return info
 
     def flavor_usage(self, cq_name: str) -> dict[FlavorResource, int]:

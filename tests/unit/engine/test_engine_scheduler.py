@@ -120,6 +120,36 @@ def test_preemption_decisions_and_no_double_preemption():
     assert [d.workload_key for d in result.admitted] == ["default/high"]
 
 
+def test_a_waiting_preemptor_is_not_recomputed_while_its_quota_tree_is_unchanged():
+    cqs = [
+        cluster_queue(
+            "q",
+            cohort="c",
+            flavors={"default": {"cpu": "4"}},
+            preemption={"withinClusterQueue": "LowerPriority"},
+        ),
+        cluster_queue("other", cohort="c", flavors={"default": {"cpu": "0"}}),
+    ]
+    running = [admitted("low", "q", usage={"cpu": "4"}, priority=0)]
+    snap, _queues, sched = make(cqs, [workload("high", "q", cpu="2", priority=10)], running)
+    first = sched.schedule()
+    assert [d.victim_key for d in first.preempted] == ["default/low"] and sched.nominations_reused == 0
+    for _ in range(3):  # nothing in the tree changed: the nomination is reused, with the same result
+        again = sched.schedule()
+        assert again.requeued == first.requeued and again.admitted == []
+    assert sched.nominations_reused == 3
+    # Any workload of the tree added or removed (here the victim updated, e.g. seen Evicted)
+    # makes the next cycle recompute it.
+    snap.add_workload(snap.workloads["default/low"])
+    assert sched.schedule().requeued == first.requeued
+    assert sched.nominations_reused == 3
+    sched.schedule()
+    assert sched.nominations_reused == 4
+    snap.remove_workload("default/low")
+    sched.observe_removed("default/low")
+    assert [d.workload_key for d in sched.schedule().admitted] == ["default/high"]
+
+
 def test_preemptor_keeps_its_flavor_while_victims_are_pending():
     """whenCanPreempt MayStopSearch reclaims in the first flavor; the sticky preemptor must not resume
     its flavor scan after that flavor in the next cycles and take the second one."""
@@ -184,3 +214,23 @@ def test_fair_sharing_orders_by_share():
     _snap, _queues, sched = make(cqs, pending, running, SchedulerConfig(fair_sharing=True))
     result = sched.schedule()
     assert [d.workload_key for d in result.admitted] == ["default/wb"]
+
+
+def test_block_admission_admits_at_most_one_workload_per_cycle():
+    cqs = [
+        cluster_queue("a", flavors={"default": {"cpu": "4"}}),
+        cluster_queue("b", flavors={"default": {"cpu": "4"}}),
+    ]
+    pending = [workload("wa", "a", cpu="1"), workload("wb", "b", cpu="1")]
+    _, _, sched = make(cqs, pending, config=SchedulerConfig(block_admission=True))
+    result = sched.schedule()
+    assert len(result.admitted) == 1
+    (blocked,) = result.requeued
+    assert (blocked.reason, blocked.message, blocked.requeue_reason) == (
+        "WaitingForPodsReady",
+        "waiting for all admitted workloads to be in PodsReady condition",
+        "FailedAfterNomination",
+    )
+    # Without blockAdmission both are admitted in one cycle.
+    _, _, sched = make(cqs, [workload("wa", "a", cpu="1"), workload("wb", "b", cpu="1")])
+    assert len(sched.schedule().admitted) == 2

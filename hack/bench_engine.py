@@ -1107,15 +1107,18 @@ class EngineProcess:
             self.proc.wait(10)
 
 
-def write_agent_config(path: Path, metrics_port: int, health_port: int) -> Path:
-    """minimalkueue's settings in our Configuration: QPS 50/burst 100, its group concurrency, no election."""
+def write_agent_config(
+    path: Path, metrics_port: int, health_port: int, qps: float = 50, burst: int = 100
+) -> Path:
+    """minimalkueue's settings in our Configuration: QPS 50/burst 100 (unless told otherwise), its
+    group concurrency, no election."""
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta1",
         "kind": "Configuration",
         "namespace": "kueue-system",
         "leaderElection": {"leaderElect": False},
         "webhook": {"port": 0},
-        "clientConnection": {"qps": 50, "burst": 100},
+        "clientConnection": {"qps": qps, "burst": burst},
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
         "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
         "controller": {
@@ -1131,12 +1134,14 @@ def write_agent_config(path: Path, metrics_port: int, health_port: int) -> Path:
     return path
 
 
-def agent_engine(work_dir: Path, kubeconfig: Path) -> tuple[EngineProcess, int]:
+def agent_engine(
+    work_dir: Path, kubeconfig: Path, qps: float = 50, burst: int = 100
+) -> tuple[EngineProcess, int]:
     if not (REPO / "worker_agent" / "__main__.py").is_file():
         raise BenchError("worker_agent/__main__.py does not exist yet: the agent's entry point is needed")
     lf = load_localfleet()
     metrics_port, health_port = lf.free_port(), lf.free_port()
-    config = write_agent_config(work_dir / "agent-config.yaml", metrics_port, health_port)
+    config = write_agent_config(work_dir / "agent-config.yaml", metrics_port, health_port, qps, burst)
     venv_python = REPO / ".venv" / "bin" / "python"
     python = str(venv_python if venv_python.exists() else Path(sys.executable))
     cmd = [
@@ -1630,6 +1635,8 @@ def run_one(
 ) -> RunResult:
     """Start a fresh cluster, run the engine against the generator and runner, tear everything down."""
     label = "ours (worker_agent)" if engine == "ours" else f"upstream (minimalkueue {kueue_version()})"
+    if engine == "ours" and (args.agent_qps, args.agent_burst) != (50, 100):
+        label += f" with client QPS {args.agent_qps:g}/burst {args.agent_burst} (upstream: 50/100)"
     binary = crds = None
     if engine == "upstream":
         binary, crds = ensure_minimalkueue(force=args.rebuild_upstream)
@@ -1642,7 +1649,7 @@ def run_one(
             proc = minimalkueue_engine(work_dir, cluster.kubeconfig, binary)
             shape, metrics_reader = UPSTREAM, None
         else:
-            proc, metrics_port = agent_engine(work_dir, cluster.kubeconfig)
+            proc, metrics_port = agent_engine(work_dir, cluster.kubeconfig, args.agent_qps, args.agent_burst)
             shape = OURS
 
             def metrics_reader() -> dict[str, float]:
@@ -1695,6 +1702,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--work-dir",
         help="logs, agent config, per-workload CSVs (default /tmp/kueue-federation-bench/<time>)",
+    )
+    p.add_argument(
+        "--agent-qps",
+        type=float,
+        default=50,
+        help="our agent's clientConnection.qps (default 50, minimalkueue's; per API resource in both)",
+    )
+    p.add_argument(
+        "--agent-burst", type=int, default=100, help="our agent's clientConnection.burst (default 100)"
     )
     p.add_argument("--runner-qps", type=float, default=1000)
     p.add_argument("--runner-burst", type=int, default=2000)

@@ -7,8 +7,9 @@ Workload writes do not wait behind ClusterQueue status writes or Events. `Resour
 reproduces that: the bucket is chosen by the request path's API group, version and resource.
 
 Within one bucket, requests wait in two lanes. `LOW` priority requests (informational writes that
-a newer one supersedes, such as a pending workload's QuotaReserved=False message) only get a token
-when no `HIGH` one waits, so a saturated budget goes to the writes that move work first.
+a newer one supersedes, such as a pending workload's QuotaReserved=False message) only use spare
+budget: a token when no `HIGH` one waits and the bucket is at least half full, or after waiting
+`LOW_MAX_WAIT` seconds. A saturated budget goes to the writes that move work first.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from kube_runtime.clock import Clock
 
 HIGH, LOW = 0, 1
 _LANES = (HIGH, LOW)
+# Token counts and times are floats: a deficit below this is rounding, not a reason to sleep again.
+_EPSILON = 1e-6
+LOW_MAX_WAIT = 5.0  # seconds a LOW request waits for spare budget before it takes its turn anyway
 
 # The lane of requests sent from the current task (see `priority()`).
 _priority: contextvars.ContextVar[int] = contextvars.ContextVar("kube_request_priority", default=HIGH)
@@ -47,22 +51,31 @@ def current_priority() -> int:
 
 
 class PriorityTokenBucket:
-    """`burst` requests at once, then `qps` per second; waiting requests are served HIGH lane first,
-    then in arrival order. Like client-go's limiter `Wait`, a request blocks until it has a token."""
+    """`burst` requests at once, then `qps` per second. Like client-go's limiter `Wait`, a request
+    blocks until it has a token. HIGH requests are served first, in arrival order. LOW requests use
+    spare budget only: one is served when no HIGH request waits and the bucket holds at least half
+    its burst (the budget is not saturated), or, once it has waited `low_max_wait` seconds, with the
+    next token."""
 
-    def __init__(self, qps: float, burst: int, clock: Clock | None = None) -> None:
+    def __init__(
+        self, qps: float, burst: int, clock: Clock | None = None, low_max_wait: float = LOW_MAX_WAIT
+    ) -> None:
         if qps <= 0 or burst < 1:
             raise ValueError("a token bucket needs qps > 0 and burst >= 1")
         self.qps, self.burst = float(qps), int(burst)
+        self.low_max_wait = low_max_wait
+        self._low_min_tokens = max(1.0, self.burst / 2)
         self._clock = clock or Clock()
         self._tokens = float(burst)
         self._last = self._clock.monotonic()
-        self._lanes: tuple[deque[asyncio.Future[None]], ...] = tuple(deque() for _ in _LANES)
+        # Per lane: (waiter, monotonic time it started waiting).
+        self._lanes: tuple[deque[tuple[asyncio.Future[None], float]], ...] = tuple(deque() for _ in _LANES)
         self._dispatcher: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
 
     def waiting(self, lane: int | None = None) -> int:
         lanes = self._lanes if lane is None else (self._lanes[lane],)
-        return sum(1 for q in lanes for f in q if not f.done())
+        return sum(1 for q in lanes for f, _ in q if not f.done())
 
     def _refill(self) -> None:
         now = self._clock.monotonic()
@@ -73,34 +86,64 @@ class PriorityTokenBucket:
         """Wait for a token in `lane` (default: the current task's `priority()`)."""
         lane = current_priority() if lane is None else lane
         self._refill()
-        if self._tokens >= 1 and not any(self._lanes):
+        needed = 1.0 if lane == HIGH else self._low_min_tokens
+        if (
+            self._tokens >= needed - _EPSILON
+            and not self._first(HIGH)
+            and (lane == HIGH or not self._first(LOW))
+        ):
             self._tokens -= 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._lanes[lane].append(waiter)
+        self._lanes[lane].append((waiter, self._clock.monotonic()))
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
+        else:
+            self._kick.set()  # a sleeping dispatcher re-evaluates (a HIGH request may go sooner)
         await waiter  # a cancelled waiter is skipped by the dispatcher and costs no token
 
-    def _next_waiter(self) -> asyncio.Future[None] | None:
-        for queue in self._lanes:
-            while queue:
-                waiter = queue.popleft()
-                if not waiter.done():
-                    return waiter
-        return None
+    def refund(self) -> None:
+        """Give back a token that was taken but not used."""
+        self._refill()
+        self._tokens = min(float(self.burst), self._tokens + 1)
+
+    def _first(self, lane: int) -> tuple[asyncio.Future[None], float] | None:
+        queue = self._lanes[lane]
+        while queue and queue[0][0].done():
+            queue.popleft()
+        return queue[0] if queue else None
 
     async def _dispatch(self) -> None:
-        while any(self._lanes):
+        while True:
             self._refill()
-            if self._tokens < 1:
-                await self._clock.sleep((1 - self._tokens) / self.qps)
-                continue
-            waiter = self._next_waiter()
-            if waiter is None:
+            now = self._clock.monotonic()
+            low = self._first(LOW)
+            aged = low is not None and now - low[1] >= self.low_max_wait - _EPSILON
+            lane, first = (LOW, low) if aged else (HIGH, self._first(HIGH))
+            if first is None:
+                lane, first = LOW, low
+            if first is None:
                 return
-            self._tokens -= 1
-            waiter.set_result(None)
+            needed = 1.0 if lane == HIGH or aged else self._low_min_tokens
+            if self._tokens >= needed - _EPSILON:
+                self._lanes[lane].popleft()
+                self._tokens -= 1
+                first[0].set_result(None)
+                continue
+            delay = (needed - self._tokens) / self.qps
+            if lane == LOW and not aged:
+                delay = min(delay, first[1] + self.low_max_wait - now)
+            await self._sleep_or_kick(delay)
+
+    async def _sleep_or_kick(self, delay: float) -> None:
+        self._kick.clear()
+        sleeper = asyncio.ensure_future(self._clock.sleep(delay))
+        kicked = asyncio.ensure_future(self._kick.wait())
+        try:
+            await asyncio.wait((sleeper, kicked), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            kicked.cancel()
 
 
 class ResourceRateLimits:
@@ -129,13 +172,18 @@ class ResourceRateLimits:
     @contextlib.asynccontextmanager
     async def turn(self, path: str, lane: int) -> AsyncIterator[None]:
         """Wait for a token of `path`'s resource in `lane`, then run the block; the block's first
-        request to that resource uses the token. For writes decided from a cache: decide after
-        the wait, when the cache is as fresh as it gets, not before it."""
-        await self.bucket(path).acquire(lane)
-        token = _prepaid.set(resource_type_of_path(path))
+        request to that resource uses the token, and if it sends none the token is given back. For
+        writes decided from a cache: decide after the wait, when the cache is as fresh as it gets,
+        not before it."""
+        bucket = self.bucket(path)
+        key = resource_type_of_path(path)
+        await bucket.acquire(lane)
+        token = _prepaid.set(key)
         try:
             yield
         finally:
+            if _prepaid.get() == key:
+                bucket.refund()  # the block decided not to send anything
             _prepaid.reset(token)
 
 

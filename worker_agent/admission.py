@@ -40,7 +40,7 @@ log = structlog.get_logger("worker_agent.admission")
 
 Obj = dict[str, Any]
 
-FLUSH_BATCH_SECONDS = 1.0
+FLUSH_BATCH_SECONDS = 0.1
 PENDING_WRITE_ATTEMPTS = 5
 PENDING_WRITE_RETRY_SECONDS = 0.2  # inadmissible requeues are batched (§3.2)
 MAX_PARALLEL_PREEMPTIONS = 8

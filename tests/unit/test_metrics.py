@@ -12,9 +12,11 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from worker_agent import metrics as m
-from worker_agent.metrics import Metrics
+from worker_agent.metrics import ClientRequestsCollector, Metrics
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+# Exported by ClientRequestsCollector, not defined in worker_agent.metrics.METRICS.
+COLLECTED = {"kueue_worker_agent_api_requests_total": ("counter", ["client", "method", "resource", "code"])}
 
 CQ_PC = ["cluster_queue", "priority_class", "replica_role"]
 CQ_RESOURCE = ["cohort", "cluster_queue", "flavor", "resource", "replica_role"]
@@ -531,4 +533,53 @@ def test_docs_table_lists_every_metric_with_its_type_and_labels():
         if len(cells) >= 3 and cells[0].startswith("`kueue_"):
             labels = re.findall(r"`(\w+)`", cells[2])
             rows[cells[0].strip("`")] = (cells[1].lower(), labels)
-    assert rows == EXPECTED
+    assert rows == EXPECTED | COLLECTED
+
+
+def test_client_requests_are_exported_per_client_and_with_client_go_labels():
+    class FakeClient:  # only what the collector reads: the host and the request counters
+        def __init__(self, host, counts):
+            self.host, self.request_counts = host, counts
+
+    main = FakeClient("https://127.0.0.1:6443", {("PATCH", "workloads/status", "200"): 3})
+    main.request_counts[("PATCH", "workloads/status", "409")] = 1
+    events = FakeClient("https://127.0.0.1:6443", {("POST", "events", "201"): 2})
+    registry = CollectorRegistry()
+    registry.register(ClientRequestsCollector({"main": main, "events": events}))
+    got = samples(registry)
+    ours = "kueue_worker_agent_api_requests_total"
+    assert (
+        got[
+            (
+                ours,
+                frozenset(
+                    {
+                        "client": "main",
+                        "method": "PATCH",
+                        "resource": "workloads/status",
+                        "code": "409",
+                    }.items()
+                ),
+            )
+        ]
+        == 1
+    )
+    assert (
+        got[
+            (
+                ours,
+                frozenset(
+                    {"client": "events", "method": "POST", "resource": "events", "code": "201"}.items()
+                ),
+            )
+        ]
+        == 2
+    )
+    rest = "rest_client_requests_total"
+    host = {"host": "127.0.0.1:6443"}
+    assert got[(rest, frozenset({**host, "code": "200", "method": "PATCH"}.items()))] == 3
+    assert got[(rest, frozenset({**host, "code": "201", "method": "POST"}.items()))] == 2
+    # One client registered under two names is counted once.
+    registry = CollectorRegistry()
+    registry.register(ClientRequestsCollector({"main": main, "events": main}))
+    assert samples(registry)[(rest, frozenset({**host, "code": "200", "method": "PATCH"}.items()))] == 3

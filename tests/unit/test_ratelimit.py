@@ -170,3 +170,50 @@ async def test_turn_waits_in_its_lane_and_prepays_the_first_request_of_the_block
     await clock.advance(0.1)
     assert order[-1] == "second"
     await asyncio.gather(low, high)
+
+
+async def test_a_turn_that_sends_nothing_gives_its_token_back():
+    clock = FakeClock()
+    limits = ResourceRateLimits(qps=1, burst=1, clock=clock)
+    path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/a/workloads/w/status"
+    async with limits.turn(path, LOW):
+        pass  # decided that nothing needs writing
+    # The token is still there: the next request does not wait.
+    await asyncio.wait_for(limits.acquire(path), 1)
+    waiter = asyncio.get_running_loop().create_task(limits.acquire(path))
+    await settle()
+    assert not waiter.done(), "and there was only one"
+    await clock.advance(1.0)
+    await waiter
+
+
+async def test_low_lane_uses_spare_budget_only_or_after_its_maximum_wait():
+    clock = FakeClock()
+    bucket = PriorityTokenBucket(qps=10, burst=4, clock=clock, low_max_wait=1.0)
+    for _ in range(4):
+        await bucket.acquire()  # the budget is spent
+    order: list[str] = []
+    low = start(order, bucket, "low", LOW)
+    await settle()
+    await clock.advance(0.1)  # one token: enough for HIGH, not spare budget for LOW
+    assert order == []
+    high = start(order, bucket, "high", HIGH)
+    await settle()
+    assert order == ["high"], "HIGH takes the token at once"
+    await clock.advance(0.2)  # two tokens = half the burst: spare budget
+    assert order == ["high", "low"]
+    await asyncio.gather(low, high)
+    # Saturated: HIGH requests keep the bucket empty; LOW goes after waiting low_max_wait.
+    highs = [start(order, bucket, f"h{i}", HIGH) for i in range(40)]
+    await settle()
+    low = start(order, bucket, "low2", LOW)
+    await settle()
+    for _ in range(8):
+        await clock.advance(0.1)
+    assert "low2" not in order and order[-1].startswith("h"), "still waiting behind HIGH"
+    for _ in range(4):
+        await clock.advance(0.1)
+    assert "low2" in order
+    assert order.index("low2") < len(order) - 1 or any(not t.done() for t in highs)
+    await clock.advance(10.0)
+    await asyncio.gather(low, *highs)

@@ -75,7 +75,7 @@ class QueueStatusControllers:
         """(pending, active, inadmissible, reserving, admitted)."""
         pending_queue = self.state.queues.queues.get(name)
         pending = pending_queue.pending() if pending_queue is not None else 0
-        inadmissible = len(pending_queue.inadmissible) if pending_queue is not None else 0
+        inadmissible = pending_queue.inadmissible_count() if pending_queue is not None else 0
         reserving = admitted = 0
         for info in self._reserving(name):
             reserving += 1

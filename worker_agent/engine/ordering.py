@@ -44,6 +44,17 @@ class ClusterQueuePending:
         self._moved_hashes: dict[tuple, str] = {}
         self._by_hash: dict[tuple, set[str]] = {}
         self._seq = itertools.count()
+        # Parked workloads are also in one of two lazy heaps: `_parked` (waiting for the next flush)
+        # and `_released` (a flush happened since they were parked). A flush only turns the first
+        # into the second; each released workload is checked (backoff, namespace, equivalence)
+        # and moved to the active heap when it would be next in order. So a flush costs O(1) instead
+        # of a heap push per parked workload, and frequent flushes stay cheap.
+        self._parked: list[tuple[tuple, int, str]] = []
+        self._released: list[tuple[tuple, int, str]] = []
+        self._parked_seq: dict[str, int] = {}
+        self._released_keys: set[str] = set()
+        self._flush_now = 0.0
+        self._flush_filter = None
 
     @property
     def best_effort(self) -> bool:
@@ -55,6 +66,10 @@ class ClusterQueuePending:
     def pending(self) -> int:
         """`status.pendingWorkloads`: heap plus inadmissible (plus the inflight head)."""
         return len(self.items) + len(self.inadmissible) + (1 if self.inflight is not None else 0)
+
+    def inadmissible_count(self) -> int:
+        """Parked workloads no flush has released yet (released ones count as active)."""
+        return len(self.inadmissible) - len(self._released_keys)
 
     # -- heap primitives -------------------------------------------------------------------------
 
@@ -82,15 +97,58 @@ class ClusterQueuePending:
             heapq.heapify(self._heap)
         return wl
 
+    def _park(self, wl: WorkloadInfo) -> None:
+        self._unpark(wl.key)
+        seq = next(self._seq)
+        self.inadmissible[wl.key] = wl
+        self._parked_seq[wl.key] = seq
+        heapq.heappush(self._parked, (queue_order_key(wl), seq, wl.key))
+
+    def _unpark(self, key: str) -> WorkloadInfo | None:
+        """Take `key` out of the parked set (its heap entry goes stale)."""
+        self._parked_seq.pop(key, None)
+        self._released_keys.discard(key)
+        return self.inadmissible.pop(key, None)
+
+    def _top(self, heap: list[tuple[tuple, int, str]], seqs: dict[str, int]) -> tuple | None:
+        while heap:
+            entry = heap[0]
+            if seqs.get(entry[2]) == entry[1]:
+                return entry
+            heapq.heappop(heap)
+        return None
+
+    def _release_next(self) -> bool:
+        """Move the first released workload to the active heap if it comes before the heap's head.
+        A released workload that must still wait (backoff, namespace, an equivalent one failed since)
+        is parked again until the next flush. Returns whether something changed."""
+        released = self._top(self._released, self._parked_seq)
+        if released is None:
+            return False
+        head = self._top(self._heap, self._entry_seq)
+        if head is not None and head[:2] < released[:2]:
+            return False
+        heapq.heappop(self._released)
+        key = released[2]
+        wl = self._unpark(key)
+        if wl is None:
+            return True
+        waits = not backoff_expired(wl, self._flush_now) or (
+            self._flush_filter is not None and not self._flush_filter(wl)
+        )
+        if waits or (self.best_effort and wl.scheduling_hash() in self._moved_hashes):
+            self._park(wl)
+        else:
+            self._heap_push(wl)
+        return True
+
     def _sort_first(self) -> str | None:
         if self.best_effort and self.preemptor_key in self.items:
             return self.preemptor_key
-        while self._heap:
-            _, seq, key = self._heap[0]
-            if self._entry_seq.get(key) == seq:
-                return key
-            heapq.heappop(self._heap)
-        return None
+        while self._release_next():
+            pass
+        head = self._top(self._heap, self._entry_seq)
+        return head[2] if head is not None else None
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -99,13 +157,12 @@ class ClusterQueuePending:
         if self.inflight is not None and self.inflight.key == wl.key:
             self.inflight = wl
             return
-        if wl.key in self.inadmissible:
-            del self.inadmissible[wl.key]
+        self._unpark(wl.key)
         if wl.key not in self.items and not backoff_expired(wl, now):
-            self.inadmissible[wl.key] = wl
+            self._park(wl)
             return
         if self.best_effort and wl.key not in self.items and wl.scheduling_hash() in self._moved_hashes:
-            self.inadmissible[wl.key] = wl
+            self._park(wl)
             return
         if wl.key in self.items:
             self._heap_remove(wl.key)
@@ -113,7 +170,7 @@ class ClusterQueuePending:
 
     def delete(self, key: str) -> None:
         self._heap_remove(key)
-        self.inadmissible.pop(key, None)
+        self._unpark(key)
         if self.inflight is not None and self.inflight.key == key:
             self.inflight = None
         if self.preemptor_key == key:
@@ -137,7 +194,7 @@ class ClusterQueuePending:
         if self.inflight is not None and self.inflight.key == wl.key:
             self.inflight = None
         if wl.key in self.items or wl.key in self.inadmissible:
-            return wl.key in self.items
+            return wl.key in self.items or wl.key in self._released_keys
         if reason in (api.REQUEUE_PENDING_PREEMPTION, api.REQUEUE_PENDING_MIGRATION):
             self.preemptor_key = wl.key
         if self.best_effort:
@@ -151,7 +208,7 @@ class ClusterQueuePending:
         if immediate and expired:
             self._heap_push(wl)
             return True
-        self.inadmissible[wl.key] = wl
+        self._park(wl)
         if self.best_effort and reason in (api.REQUEUE_NO_FIT, api.REQUEUE_PREEMPTION_NO_CANDIDATES):
             self._bulk_move(wl, reason)
         return False
@@ -163,13 +220,14 @@ class ClusterQueuePending:
         for key in list(self._by_hash.get(h, ())):
             moved = self._heap_remove(key)
             if moved is not None:
-                self.inadmissible[key] = moved
+                self._park(moved)
+        # Released workloads with this hash are parked again when their turn comes (_release_next).
 
     def no_fit_reason(self, key: str) -> str | None:
         """The requeue reason of an equivalent workload that failed, if `key` was parked for it
         (Kueue's GetNoFitReason: SchedulingEquivalenceHashing)."""
         wl = self.inadmissible.get(key)
-        if wl is None or not self.best_effort:
+        if wl is None or not self.best_effort or key in self._released_keys:
             return None
         return self._moved_hashes.get(wl.scheduling_hash())
 
@@ -179,19 +237,20 @@ class ClusterQueuePending:
         return self.items.get(key) or self.inadmissible.get(key)
 
     def flush_inadmissible(self, now: float = 0.0, namespace_matches=None) -> int:
-        """Move parked workloads whose backoff expired back to the heap (§3.2 inadmissible flush)."""
+        """§3.2 inadmissible flush: every parked workload goes back to the heap if its backoff has
+        expired at `now` and `namespace_matches` accepts it. Lazily (see `_release_next`): returns
+        how many parked workloads were released for that check."""
         self._moved_hashes.clear()
         self._flushed_since_pop = True
-        moved = 0
-        for key, wl in list(self.inadmissible.items()):
-            if not backoff_expired(wl, now):
-                continue
-            if namespace_matches is not None and not namespace_matches(wl):
-                continue
-            del self.inadmissible[key]
-            self._heap_push(wl)
-            moved += 1
-        return moved
+        self._flush_now, self._flush_filter = now, namespace_matches
+        if self._released:
+            self._released.extend(self._parked)
+            heapq.heapify(self._released)
+        else:
+            self._released = self._parked
+        self._parked = []
+        self._released_keys.update(self._parked_seq)
+        return len(self._released_keys)
 
 
 class QueueManager:

@@ -94,14 +94,20 @@ def test_sticky_preemptor_and_backoff():
     assert q.requeue_if_not_present(high, api.REQUEUE_PENDING_PREEMPTION) is True
     q.push_or_update(workload("higher", "cq", priority=20, created=2))
     assert q.pop().name == "high"  # sticky preemptor first
-    backoff: WorkloadInfo = workload("backoff", "cq")
+
+    q = ClusterQueuePending("cq")
+    backoff: WorkloadInfo = workload("backoff", "cq", created=0)
     backoff.requeue_at = 100.0
     q.push_or_update(backoff, now=50.0)
-    assert "default/backoff" in q.inadmissible
+    assert "default/backoff" in q.inadmissible and q.inadmissible_count() == 1
     q.flush_inadmissible(now=50.0)
-    assert "default/backoff" in q.inadmissible
+    assert q.pop() is None, "still backing off at the flush's time"
+    assert q.inadmissible_count() == 1
+    q.push_or_update(workload("later", "cq", created=5))
     q.flush_inadmissible(now=100.0)
-    assert "default/backoff" in q.items
+    assert q.inadmissible_count() == 0, "released by the flush: counted as active"
+    assert [q.pop().name, q.pop().name] == ["backoff", "later"], "released in queue order"
+    assert not q.inadmissible
     requeued_false = workload("rf", "cq")
     requeued_false.requeued_false = True
     q.push_or_update(requeued_false)

@@ -67,6 +67,25 @@ class Resource:
         return "/".join(parts)
 
 
+def parse_api_path(path: str) -> tuple[str, str, str]:
+    """(group/version, resource, subresource) of a request path, the inverse of `api_path`:
+    `/apis/kueue.x-k8s.io/v1beta1/namespaces/n/workloads/w/status` gives
+    ("kueue.x-k8s.io/v1beta1", "workloads", "status"), `/api/v1/namespaces/n` ("v1", "namespaces", "").
+    Other paths (discovery, /version) give their first two segments as the group/version."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if parts[0] == "api":
+        group_version, rest = parts[1:2], parts[2:]
+    elif parts[0] == "apis":
+        group_version, rest = parts[1:3], parts[3:]
+    else:
+        return "/".join(parts[:2]), "", ""
+    if len(rest) > 2 and rest[0] == "namespaces":
+        rest = rest[2:]  # namespaces/<ns>/<resource>...
+    resource = rest[0] if rest else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    return "/".join(group_version), resource, subresource
+
+
 # Kueue kinds (served as v1beta1).
 RESOURCE_FLAVOR = Resource(GROUP, VERSION, "resourceflavors", "ResourceFlavor", False)
 CLUSTER_QUEUE = Resource(GROUP, VERSION, "clusterqueues", "ClusterQueue", False)

@@ -22,7 +22,7 @@ from kubernetes_asyncio import config as k8s_config
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from kube_runtime import ratelimit
-from kube_runtime.api import Resource
+from kube_runtime.api import Resource, parse_api_path
 from kube_runtime.clock import Clock
 from kube_runtime.ratelimit import ResourceRateLimits
 
@@ -193,14 +193,8 @@ def raise_for_watch_event(event_type: str, obj: Obj) -> None:
 
 def resource_of_path(path: str) -> str:
     """The resource (and subresource) a request path names: `workloads/status`, `events`, `leases`."""
-    parts = path.split("?", 1)[0].strip("/").split("/")
-    # /api/v1/..., /apis/<group>/<version>/...: drop the prefix, then `namespaces/<ns>` if present.
-    rest = parts[2:] if parts and parts[0] == "api" else parts[3:]
-    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
-        rest = rest[2:]
-    if not rest:
-        return ""
-    return rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
+    _, resource, subresource = parse_api_path(path)
+    return f"{resource}/{subresource}" if subresource else resource
 
 
 # ---------------------------------------------------------------------------------------------

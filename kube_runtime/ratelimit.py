@@ -20,6 +20,7 @@ import contextvars
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 
+from kube_runtime.api import parse_api_path
 from kube_runtime.clock import Clock
 
 HIGH, LOW = 0, 1
@@ -50,6 +51,11 @@ def current_priority() -> int:
     return _priority.get()
 
 
+def _check_rate(qps: float, burst: int) -> None:
+    if qps <= 0 or burst < 1:
+        raise ValueError("a token bucket needs qps > 0 and burst >= 1")
+
+
 class PriorityTokenBucket:
     """`burst` requests at once, then `qps` per second. Like client-go's limiter `Wait`, a request
     blocks until it has a token. HIGH requests are served first, in arrival order. LOW requests use
@@ -60,8 +66,7 @@ class PriorityTokenBucket:
     def __init__(
         self, qps: float, burst: int, clock: Clock | None = None, low_max_wait: float = LOW_MAX_WAIT
     ) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError("a token bucket needs qps > 0 and burst >= 1")
+        _check_rate(qps, burst)
         self.qps, self.burst = float(qps), int(burst)
         self.low_max_wait = low_max_wait
         self._low_min_tokens = max(1.0, self.burst / 2)
@@ -150,7 +155,7 @@ class ResourceRateLimits:
     """One `PriorityTokenBucket` per API resource, created on first use."""
 
     def __init__(self, qps: float, burst: int, clock: Clock | None = None) -> None:
-        PriorityTokenBucket(qps, burst, clock)  # validate now, not on the first request
+        _check_rate(qps, burst)  # now, not on the first request
         self.qps, self.burst = qps, burst
         self._clock = clock or Clock()
         self._buckets: dict[str, PriorityTokenBucket] = {}
@@ -191,13 +196,5 @@ def resource_type_of_path(path: str) -> str:
     """`<group>/<version>/<resource>` of a request path (subresources share their resource's
     bucket, as they share its REST client in client-go): `kueue.x-k8s.io/v1beta1/workloads`,
     `v1/pods`; other paths (discovery, /version) map to their first two segments."""
-    parts = path.split("?", 1)[0].strip("/").split("/")
-    if parts[0] == "api":
-        group_version, rest = parts[1:2], parts[2:]
-    elif parts[0] == "apis":
-        group_version, rest = parts[1:3], parts[3:]
-    else:
-        return "/".join(parts[:2])
-    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
-        rest = rest[2:]
-    return "/".join(group_version + rest[:1])
+    group_version, resource, _ = parse_api_path(path)
+    return f"{group_version}/{resource}" if resource else group_version

@@ -137,6 +137,16 @@ def spec_changed(old: Obj, new: Obj) -> bool:
     )
 
 
+def on_spec_change(handler: Callable[[Obj], Any]) -> Callable[[Obj, Obj], None]:
+    """An informer update handler that calls `handler(new)` only when `spec_changed`."""
+
+    def on_update(old: Obj, new: Obj) -> None:
+        if spec_changed(old, new):
+            handler(new)
+
+    return on_update
+
+
 def resource_requests(info: WorkloadInfo) -> list[Obj]:
     """`status.resourceRequests` of a pending workload: each PodSet's computed requests (per pod x
     effective count, after LimitRange defaults, RuntimeClass overhead and transformations)."""
@@ -280,18 +290,10 @@ class AdmissionState:
             for lq in self.local_queues.by_index(INDEX_CLUSTER_QUEUE, name):
                 self._notify_lq(object_key(lq))
 
-        def cq_updated(old: Obj, new: Obj) -> None:
-            if spec_changed(old, new):
-                cq_changed(new)
-
-        def structure_updated(old: Obj, new: Obj) -> None:
-            if spec_changed(old, new):
-                self._structural_with_all()
-
         for informer in (self.flavors, self.cohorts):
             informer.add_handler(
                 on_add=lambda obj: self._structural_with_all(),
-                on_update=structure_updated,
+                on_update=on_spec_change(lambda obj: self._structural_with_all()),
                 on_delete=lambda obj: self._structural_with_all(),
             )
         # An AdmissionCheck's status (its Active condition) decides whether ClusterQueues are active.
@@ -300,10 +302,12 @@ class AdmissionState:
             on_update=lambda old, new: self._structural_with_all(),
             on_delete=lambda obj: self._structural_with_all(),
         )
-        self.cluster_queues.add_handler(on_add=cq_changed, on_update=cq_updated, on_delete=cq_changed)
+        self.cluster_queues.add_handler(
+            on_add=cq_changed, on_update=on_spec_change(cq_changed), on_delete=cq_changed
+        )
         self.local_queues.add_handler(
             on_add=self._on_local_queue,
-            on_update=lambda old, new: self._on_local_queue(new, old) if spec_changed(old, new) else None,
+            on_update=on_spec_change(self._on_local_queue),
             on_delete=self._on_local_queue_deleted,
         )
         self.workloads.add_handler(
@@ -348,7 +352,7 @@ class AdmissionState:
 
     # -- local queues and namespaces -------------------------------------------------------------
 
-    def _on_local_queue(self, obj: Obj, old: Obj | None = None) -> None:
+    def _on_local_queue(self, obj: Obj) -> None:
         key = object_key(obj)
         for wl in self.workloads.by_index(INDEX_QUEUE, key):
             self._route_workload(None, wl)
@@ -763,12 +767,7 @@ class AdmissionState:
             wlstatus.set_quota_reservation(wl, decision.admission, now)
             try:
                 async with self._write_limit:
-                    await self.kube.apply_status(
-                        api.WORKLOAD,
-                        wlstatus.admission_apply_body(wl),
-                        api.FIELD_MANAGER_ADMISSION,
-                        force=True,
-                    )
+                    await wlstatus.apply_admission_status(self.kube, wl)
                 ok = True
             except ApiError as exc:
                 log.info("admission write failed; requeueing", workload=key, error=str(exc))
@@ -822,12 +821,7 @@ class AdmissionState:
                 wlstatus.set_evicted(wl, api.REASON_PREEMPTED, decision.message, now)
                 wlstatus.set_preempted(wl, decision.reason, decision.message, now)
                 # Strict: a victim that finished meanwhile (our cache lags) must not be marked evicted.
-                await self.kube.apply_status(
-                    api.WORKLOAD,
-                    wlstatus.admission_apply_body(wl, strict=True),
-                    api.FIELD_MANAGER_ADMISSION,
-                    force=True,
-                )
+                await wlstatus.apply_admission_status(self.kube, wl, strict=True)
         except ApiError as exc:
             log.info("preemption write failed; will retry", workload=key, error=str(exc))
             self.scheduler.observe_removed(key)
@@ -875,12 +869,7 @@ class AdmissionState:
                 self._pending_written[key] = (decision.reason, decision.message)
                 return True
             try:
-                applied = await self.kube.apply_status(
-                    api.WORKLOAD,
-                    wlstatus.admission_apply_body(wl, strict=True),
-                    api.FIELD_MANAGER_ADMISSION,
-                    force=True,
-                )
+                applied = await wlstatus.apply_admission_status(self.kube, wl, strict=True)
             except NotFound:
                 return True
             except ApiError as exc:

@@ -25,7 +25,7 @@ from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
-from worker_agent.admission import AdmissionState, spec_changed
+from worker_agent.admission import AdmissionState, on_spec_change
 from worker_agent.config import Configuration
 from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
 from worker_agent.controllers.workload import WorkloadController
@@ -159,6 +159,10 @@ class Agent:
         state.on_cluster_queue_changed.append(
             lambda name: self.cq_ctl.enqueue_after(name, WORKLOAD_EVENT_BATCH_SECONDS)
         )
+
+        def by_name(ctl: Controller):
+            return lambda obj, *_: ctl.enqueue(obj["metadata"]["name"])
+
         if self.config.fair_sharing is not None:
 
             def cohorts_changed(cq_name: str) -> None:
@@ -166,18 +170,11 @@ class Agent:
                     self.cohort_ctl.enqueue_after(cohort, WORKLOAD_EVENT_BATCH_SECONDS)
 
             state.on_cluster_queue_changed.append(cohorts_changed)
-            state.cohorts.add_handler(
-                on_add=lambda obj: self.cohort_ctl.enqueue(obj["metadata"]["name"]),
-                on_update=lambda old, new: (
-                    self.cohort_ctl.enqueue(new["metadata"]["name"]) if spec_changed(old, new) else None
-                ),
-            )
+            cohort_changed = by_name(self.cohort_ctl)
+            state.cohorts.add_handler(on_add=cohort_changed, on_update=on_spec_change(cohort_changed))
         state.on_local_queue_changed.append(
             lambda key: self.lq_ctl.enqueue_after(key, WORKLOAD_EVENT_BATCH_SECONDS)
         )
-
-        def by_name(ctl: Controller):
-            return lambda obj, *_: ctl.enqueue(obj["metadata"]["name"])
 
         def rf_or_ac_for_all_cqs(*_: Any) -> None:
             for name in state.flavors.store.keys():
@@ -191,21 +188,20 @@ class Agent:
         state.admission_checks.add_handler(
             on_add=by_name(self.ac_ctl), on_update=lambda o, n: self.ac_ctl.enqueue(n["metadata"]["name"])
         )
+
+        def cq_changed(obj: dict[str, Any]) -> None:
+            self.cq_ctl.enqueue(obj["metadata"]["name"])
+            rf_or_ac_for_all_cqs()
+
         state.cluster_queues.add_handler(
-            on_add=lambda obj: (self.cq_ctl.enqueue(obj["metadata"]["name"]), rf_or_ac_for_all_cqs()),
-            on_update=lambda old, new: (
-                (self.cq_ctl.enqueue(new["metadata"]["name"]), rf_or_ac_for_all_cqs())
-                if spec_changed(old, new)
-                else None
-            ),
-            on_delete=lambda obj: (self.cq_ctl.enqueue(obj["metadata"]["name"]), rf_or_ac_for_all_cqs()),
+            on_add=cq_changed, on_update=on_spec_change(cq_changed), on_delete=cq_changed
         )
+
+        def lq_changed(obj: dict[str, Any]) -> None:
+            self.lq_ctl.enqueue(object_key(obj))
+
         state.local_queues.add_handler(
-            on_add=lambda obj: self.lq_ctl.enqueue(object_key(obj)),
-            on_update=lambda old, new: (
-                self.lq_ctl.enqueue(object_key(new)) if spec_changed(old, new) else None
-            ),
-            on_delete=lambda obj: self.lq_ctl.enqueue(object_key(obj)),
+            on_add=lq_changed, on_update=on_spec_change(lq_changed), on_delete=lq_changed
         )
         state.priority_classes.add_handler(
             on_add=by_name(self.wpc_ctl), on_update=lambda o, n: self.wpc_ctl.enqueue(n["metadata"]["name"])

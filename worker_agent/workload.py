@@ -2,7 +2,8 @@
 
 Every function edits a Workload dict in place and returns True when it changed something. The
 controllers and the scheduler loop copy the cached object, call these, and write the result with
-`admission_apply_body` under the `kueue-admission` field manager.
+`apply_admission_status` (the one function here that does I/O) under the `kueue-admission` field
+manager.
 """
 
 from __future__ import annotations
@@ -346,6 +347,14 @@ def admission_apply_body(wl: Obj, strict: bool = False) -> Obj:
         "metadata": metadata,
         "status": admission_status(wl),
     }
+
+
+async def apply_admission_status(kube: Any, wl: Obj, strict: bool = False) -> Obj:
+    """Server-side apply (forced) of what `kueue-admission` owns in `wl`'s status; `strict` makes a
+    stale copy fail with Conflict. API errors are the caller's to handle."""
+    return await kube.apply_status(
+        api.WORKLOAD, admission_apply_body(wl, strict=strict), api.FIELD_MANAGER_ADMISSION, force=True
+    )
 
 
 def working_copy(wl: Obj) -> Obj:

@@ -54,12 +54,7 @@ class WorkloadController:
 
     async def _write(self, wl: Obj) -> None:
         try:
-            await self.kube.apply_status(
-                api.WORKLOAD,
-                wlstatus.admission_apply_body(wl, strict=True),
-                api.FIELD_MANAGER_ADMISSION,
-                force=True,
-            )
+            await wlstatus.apply_admission_status(self.kube, wl, strict=True)
         except NotFound:
             return
 

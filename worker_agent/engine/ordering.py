@@ -28,6 +28,15 @@ def backoff_expired(wl: WorkloadInfo, now: float) -> bool:
     return wl.requeue_at is None or wl.requeue_at <= now
 
 
+def _compacted(heap: list[tuple[tuple, int, str]], seqs: dict[str, int], live: int) -> list:
+    """A lazy heap without its stale entries (whose seq is no longer the key's), once they make
+    up two thirds of it: updates and removals leave entries behind, and they must not pile up."""
+    if len(heap) > 64 and len(heap) > 3 * live:
+        heap = [e for e in heap if seqs.get(e[2]) == e[1]]
+        heapq.heapify(heap)
+    return heap
+
+
 class ClusterQueuePending:
     """The pending workloads of one ClusterQueue."""
 
@@ -92,9 +101,7 @@ class ClusterQueuePending:
                 keys.discard(key)
                 if not keys:
                     del self._by_hash[wl.scheduling_hash()]
-        if len(self._heap) > 64 and len(self._heap) > 3 * len(self.items):
-            self._heap = [e for e in self._heap if self._entry_seq.get(e[2]) == e[1]]
-            heapq.heapify(self._heap)
+        self._heap = _compacted(self._heap, self._entry_seq, len(self.items))
         return wl
 
     def _park(self, wl: WorkloadInfo) -> None:
@@ -103,6 +110,9 @@ class ClusterQueuePending:
         self.inadmissible[wl.key] = wl
         self._parked_seq[wl.key] = seq
         heapq.heappush(self._parked, (queue_order_key(wl), seq, wl.key))
+        released = len(self._released_keys)
+        self._parked = _compacted(self._parked, self._parked_seq, len(self.inadmissible) - released)
+        self._released = _compacted(self._released, self._parked_seq, released)
 
     def _unpark(self, key: str) -> WorkloadInfo | None:
         """Take `key` out of the parked set (its heap entry goes stale)."""

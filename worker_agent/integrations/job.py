@@ -774,12 +774,7 @@ class JobIntegration:
 
     async def _apply_admission_status(self, wl: Obj) -> Obj | None:
         try:
-            return await self.kube.apply_status(
-                api.WORKLOAD,
-                wlstatus.admission_apply_body(wl, strict=True),
-                api.FIELD_MANAGER_ADMISSION,
-                force=True,
-            )
+            return await wlstatus.apply_admission_status(self.kube, wl, strict=True)
         except NotFound:
             return None
 

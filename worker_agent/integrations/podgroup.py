@@ -293,12 +293,7 @@ class PodGroupIntegration:
         current = wlstatus.working_copy(wl)
         if wlstatus.clear_reservation_after_eviction(current, self.agent.clock.now()):
             with contextlib.suppress(NotFound):
-                await self.kube.apply_status(
-                    api.WORKLOAD,
-                    wlstatus.admission_apply_body(current, strict=True),
-                    api.FIELD_MANAGER_ADMISSION,
-                    force=True,
-                )
+                await wlstatus.apply_admission_status(self.kube, current, strict=True)
         return None
 
     async def _release_pod_finalizers(self, pods: list[Obj], everything: bool) -> None:
@@ -353,12 +348,7 @@ class PodGroupIntegration:
             current, api.WORKLOAD_FINISHED, "True", reason, message, self.agent.clock.now()
         ):
             with contextlib.suppress(NotFound):
-                await self.kube.apply_status(
-                    api.WORKLOAD,
-                    wlstatus.admission_apply_body(current),
-                    api.FIELD_MANAGER_ADMISSION,
-                    force=True,
-                )
+                await wlstatus.apply_admission_status(self.kube, current)
 
     async def _finish(self, wl: Obj, pods: list[Obj], total: int) -> None:
         succeeded = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Succeeded")
@@ -368,9 +358,4 @@ class PodGroupIntegration:
             current, api.WORKLOAD_FINISHED, "True", api.REASON_SUCCEEDED, message, self.agent.clock.now()
         ):
             with contextlib.suppress(NotFound):
-                await self.kube.apply_status(
-                    api.WORKLOAD,
-                    wlstatus.admission_apply_body(current),
-                    api.FIELD_MANAGER_ADMISSION,
-                    force=True,
-                )
+                await wlstatus.apply_admission_status(self.kube, current)

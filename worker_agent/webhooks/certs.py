@@ -266,7 +266,21 @@ def write_cert_files(cert_dir: str | Path, bundle: CertBundle) -> tuple[Path, Pa
 # The Secret and the webhook configurations
 
 
-class CertManager:
+class _CertFiles:
+    """tls.crt and tls.key in `cert_dir`, where the webhook server reads them."""
+
+    cert_dir: str
+
+    @property
+    def cert_file(self) -> Path:
+        return Path(self.cert_dir) / api.SECRET_KEY_TLS_CERT
+
+    @property
+    def key_file(self) -> Path:
+        return Path(self.cert_dir) / api.SECRET_KEY_TLS_KEY
+
+
+class CertManager(_CertFiles):
     """Keeps the Secret, the files in certDir and the configurations' caBundle in step."""
 
     def __init__(
@@ -293,14 +307,6 @@ class CertManager:
         self.bundle: CertBundle | None = None
         self.stored = False  # the bundle is the one in the Secret (not a local stand-in)
         self._log = log.bind(namespace=self.namespace, name=self.secret_name, kind="Secret")
-
-    @property
-    def cert_file(self) -> Path:
-        return Path(self.cert_dir) / api.SECRET_KEY_TLS_CERT
-
-    @property
-    def key_file(self) -> Path:
-        return Path(self.cert_dir) / api.SECRET_KEY_TLS_KEY
 
     def ca_bundle(self) -> bytes:
         return self.bundle.ca_cert if self.bundle else b""
@@ -425,20 +431,12 @@ class CertManager:
                 )
 
 
-class FileCerts:
+class FileCerts(_CertFiles):
     """`internalCertManagement.enable: false`: certificates provided in certDir (cert-manager)."""
 
     def __init__(self, config: Configuration) -> None:
         self.cert_dir = config.webhook_cert_dir
         self._mtimes: tuple[float, float] | None = None
-
-    @property
-    def cert_file(self) -> Path:
-        return Path(self.cert_dir) / api.SECRET_KEY_TLS_CERT
-
-    @property
-    def key_file(self) -> Path:
-        return Path(self.cert_dir) / api.SECRET_KEY_TLS_KEY
 
     async def sync(self) -> bool:
         """True when the files appeared or changed; FileNotFoundError while they are missing."""

@@ -112,3 +112,18 @@ def test_sticky_preemptor_and_backoff():
     requeued_false.requeued_false = True
     q.push_or_update(requeued_false)
     assert "default/rf" in q.inadmissible
+
+
+def test_parked_heaps_do_not_grow_with_updates_of_parked_workloads():
+    q = ClusterQueuePending("cq")
+    parked = workload("parked", "cq")
+    parked.requeue_at = 100.0
+    for _ in range(1000):  # every event re-parks it (still backing off)
+        q.push_or_update(parked, now=0.0)
+    assert len(q._parked) <= 64 + 3
+    q.flush_inadmissible(now=0.0)  # released, still backing off: parked again when its turn comes
+    for _ in range(1000):
+        q.push_or_update(parked, now=0.0)
+    assert len(q._parked) + len(q._released) <= 2 * (64 + 3)
+    q.flush_inadmissible(now=100.0)
+    assert q.pop().name == "parked"

@@ -9,7 +9,10 @@ TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 	bench-engine-upstream
 
 help:
-	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1"
+	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
+	@echo "             every cluster, our manager on the manager cluster, and MultiKueue set up"
+	@echo "             (queues, worker Secrets, MultiKueueClusters, AdmissionCheck); prints how to submit a Job"
+	@echo "make status  what runs, readiness, memory per process"
 	@echo "make down    stop it"
 	@echo "make test    unit, integration and e2e tests (builds binaries, starts and stops a test fleet)"
 	@echo "make lint    ruff"
@@ -28,8 +31,7 @@ build: venv
 	$(PY) hack/localfleet.py build
 
 up: build
-	$(PY) hack/localfleet.py up
-	@echo "Next: eval \"\$$($(PY) hack/localfleet.py env)\""
+	$(PY) hack/localfleet.py up --agents --manager --setup-multikueue
 
 down:
 	$(PYTHON) hack/localfleet.py down

@@ -6,7 +6,12 @@ Subcommands:
           kubectl and etcd from the Kubernetes Go modules, plus kwok and the LeaderWorkerSet controller
   up      start the fleet: etcd + kube-apiserver + kube-controller-manager per cluster; on workers also
           kube-scheduler, kwok with fake Ready nodes, and the LWS controller with its webhooks;
-          with --agents also our worker_agent (admission engine and webhooks) on every cluster
+          with --agents also our worker_agent (admission engine and webhooks) on every cluster, with
+          --manager also our federation manager on the manager cluster, with --setup-multikueue
+          also what `setup-multikueue` creates
+  setup-multikueue
+          the MultiKueue setup guide's objects (queues on every cluster; Secrets, MultiKueueClusters,
+          MultiKueueConfig and AdmissionCheck on the manager), then how to submit and watch a Job
   env     print shell exports (kubeconfigs, state file, PATH with the cached kubectl first)
   status  what is up, with memory per process
   down    stop exactly the recorded processes and remove the run directory (idempotent)
@@ -68,6 +73,7 @@ import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 from collections.abc import Callable, Iterable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
+from decimal import Decimal, InvalidOperation  # noqa: E402
 
 import yaml  # noqa: E402
 from cryptography import x509  # noqa: E402
@@ -92,6 +98,21 @@ AGENT_SECRET = "kueue-webhook-server-cert"  # the agent's default internalCertMa
 AGENT_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
 DEFAULT_FLAVOR = "default-flavor"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+# Our own processes (`up --agents`, `up --manager`): stopped first, while their apiservers still answer.
+AGENT_COMPONENT = "worker-agent"
+MANAGER_COMPONENT = "manager"
+OUR_COMPONENTS = (AGENT_COMPONENT, MANAGER_COMPONENT)
+MANAGER_LEASE = "kueue-federation-manager"
+MULTIKUEUE_ORIGIN = "multikueue"
+# The objects of the MultiKueue setup guide (`setup-multikueue`), named as upstream's examples.
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+SETUP_CLUSTER_QUEUE = "cluster-queue"
+SETUP_LOCAL_QUEUE = "user-queue"
+SETUP_NAMESPACE = "default"
+SETUP_ADMISSION_CHECK = "sample-multikueue"
+SETUP_MULTIKUEUE_CONFIG = "multikueue-config"
+SAMPLE_JOB_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 
 
 def log(msg: str) -> None:
@@ -545,6 +566,37 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+# Kubernetes quantity suffixes and their multipliers.
+QUANTITY_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate("kMGTPE")},
+    **{f"{s}i": Decimal(1024) ** (i + 1) for i, s in enumerate("KMGTPE")},
+}
+
+
+def split_quantity(quantity: str) -> tuple[Decimal, str]:
+    """Number and suffix of a quantity: "32Gi" -> (32, "Gi"), "8" -> (8, "")."""
+    text = str(quantity).strip()
+    suffix = next((s for s in sorted(QUANTITY_SUFFIXES, key=len, reverse=True) if s and text.endswith(s)), "")
+    try:
+        return Decimal(text.removesuffix(suffix) if suffix else text), suffix
+    except InvalidOperation:
+        raise FleetError(f"{quantity!r} is not a quantity (e.g. 8, 500m, 32Gi)") from None
+
+
+def sum_quantities(quantities: Iterable[str]) -> str:
+    """The sum, in the inputs' suffix when they share one ("32Gi" x 4 -> "128Gi"), else in base units."""
+    parts = [split_quantity(q) for q in quantities]
+    suffixes = {suffix for _, suffix in parts}
+    if len(suffixes) == 1:
+        (suffix,) = suffixes
+        total = sum((n for n, _ in parts), Decimal(0))
+    else:
+        suffix, total = "", sum((n * QUANTITY_SUFFIXES[s] for n, s in parts), Decimal(0))
+    return f"{total.normalize():f}{suffix}"
+
+
 def kubeconfig(cluster: str, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str) -> dict:
     """A self-contained kubeconfig (inline CA and credentials), as MultiKueue requires."""
     return {
@@ -567,6 +619,21 @@ def kubeconfig(cluster: str, server: str, ca_pem: bytes, cert_pem: bytes, key_pe
 # ----------------------------------------------------------------------------------------------
 # Processes and state
 # ----------------------------------------------------------------------------------------------
+
+
+def project_python() -> str:
+    """The project's .venv interpreter (our processes need aiohttp, structlog, ... besides PyYAML)."""
+    venv = REPO / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def project_env() -> dict[str, str]:
+    """Environment for `python -m worker_agent` / `python -m manager`: the repo on PYTHONPATH, after
+    the caller's entries so that a developer can put a replacement module first."""
+    return {
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)])),
+    }
 
 
 def free_port() -> int:
@@ -663,11 +730,12 @@ class State:
 
 def stop_processes(processes: list[dict], timeout: float = 10.0) -> None:
     """SIGTERM each recorded process group in reverse start order, SIGKILL what is left. Our
-    worker_agents (`up --agents`) go first, while the apiservers they release their Lease to answer."""
-    agents = [p for p in processes if p.get("component") == "worker-agent"]
-    if agents:
-        _stop_processes(agents, timeout)
-    _stop_processes([p for p in processes if p.get("component") != "worker-agent"], timeout)
+    worker_agents and manager (`up --agents --manager`) go first, while the apiservers they release
+    their Leases to answer."""
+    ours = [p for p in processes if p.get("component") in OUR_COMPONENTS]
+    if ours:
+        _stop_processes(ours, timeout)
+    _stop_processes([p for p in processes if p.get("component") not in OUR_COMPONENTS], timeout)
 
 
 def _stop_processes(processes: list[dict], timeout: float) -> None:
@@ -708,6 +776,7 @@ def _stop_processes(processes: list[dict], timeout: float) -> None:
 def wait_for(
     what: str, check: Callable[[], bool], timeout: float, interval: float = 0.25, procs: Iterable[dict] = ()
 ) -> None:
+    procs = list(procs)
     deadline = time.monotonic() + timeout
     while True:
         if check():
@@ -720,7 +789,10 @@ def wait_for(
                     f"log {p['log']}:\n{tail}"
                 )
         if time.monotonic() > deadline:
-            raise FleetError(f"timed out after {timeout:.0f}s waiting for {what}")
+            logs = ", ".join(p["log"] for p in procs)
+            raise FleetError(
+                f"timed out after {timeout:.0f}s waiting for {what}" + (f"; log {logs}" if logs else "")
+            )
         time.sleep(interval)
 
 
@@ -773,11 +845,13 @@ class Kubectl:
             raise FleetError(f"kubectl {' '.join(args)} failed: {res.stderr.strip()}")
         return res
 
-    def apply(self, docs: list[dict] | str) -> None:
+    def apply(self, docs: list[dict] | str) -> list[str]:
+        """Server-side apply; returns kubectl's lines (`kind/name serverside-applied`)."""
         text = docs if isinstance(docs, str) else yaml.safe_dump_all(docs)
-        self(
+        res = self(
             "apply", "--server-side", "--force-conflicts", "--field-manager=localfleet", "-f", "-", input=text
         )
+        return res.stdout.splitlines()
 
     def get_json(self, *args: str) -> dict:
         return json.loads(self("get", *args, "-o", "json").stdout)
@@ -797,6 +871,8 @@ class FleetOptions:
     node_pods: str = "110"
     smoke: bool = True
     agents: bool = False
+    manager: bool = False  # our federation manager on the manager cluster (needs agents)
+    setup_multikueue: bool = False
     run_dir: Path = DEFAULT_RUN_DIR
 
 
@@ -837,6 +913,14 @@ class FleetUp:
     def run(self) -> None:
         self.opts.run_dir.mkdir(parents=True, exist_ok=True)
         self.state.data["versions"] = self.bins.versions
+        self.state.data["options"] = {
+            "workers": self.opts.workers,
+            "nodes": self.opts.nodes,
+            "nodeCpu": self.opts.node_cpu,
+            "nodeMemory": self.opts.node_memory,
+            "agents": self.opts.agents,
+            "manager": self.opts.manager,
+        }
         self.state.save()
         self.make_pki()
         self.start_etcd()
@@ -845,6 +929,8 @@ class FleetUp:
         self.install_crds()
         if self.opts.agents:
             self.start_agents()
+        if self.opts.manager:
+            self.start_manager()
         self.create_nodes()
         self.start_lws()
         self.grant_multikueue_identity()
@@ -898,6 +984,12 @@ class FleetUp:
                 "etcd": f"http://127.0.0.1:{c.ports['etcd']}",
                 "etcdPrefix": "/registry",
             }
+            if c.is_worker:
+                # What the worker's fake nodes offer in total: `setup-multikueue` sizes its queues by it.
+                self.state.cluster(c.name)["capacity"] = {
+                    "cpu": sum_quantities([self.opts.node_cpu] * self.opts.nodes),
+                    "memory": sum_quantities([self.opts.node_memory] * self.opts.nodes),
+                }
         self.write_merged_kubeconfig()
         self.state.save()
 
@@ -1151,8 +1243,7 @@ class FleetUp:
 
     def agent_python(self) -> str:
         """The project's .venv interpreter (the agent needs aiohttp, structlog, ... besides PyYAML)."""
-        venv = REPO / ".venv" / "bin" / "python"
-        python = str(venv) if venv.exists() else sys.executable
+        python = project_python()
         check = subprocess.run(
             [python, "-c", "import worker_agent.agent"], capture_output=True, text=True, cwd=REPO
         )
@@ -1199,7 +1290,7 @@ class FleetUp:
             }
             self.state.start(
                 c.name,
-                "worker-agent",
+                AGENT_COMPONENT,
                 [
                     python,
                     "-m",
@@ -1208,13 +1299,10 @@ class FleetUp:
                     f"--config={cfg}",
                     "--log-format=console",
                 ],
-                env={
-                    "PYTHONUNBUFFERED": "1",
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-                },
+                env=project_env(),
             )
         for c in self.clusters:
-            procs = self.procs(c.name, "worker-agent")
+            procs = self.procs(c.name, AGENT_COMPONENT)
             wait_for(
                 f"{c.name} worker_agent /readyz",
                 lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['agent-health']}/readyz"),
@@ -1276,6 +1364,86 @@ class FleetUp:
                     "caBundle": ca_bundle,
                 }
         return docs
+
+    # -- our federation manager (--manager) ------------------------------------------------------
+
+    def manager_python(self, env: dict[str, str]) -> str:
+        """The project's interpreter, checked to find `python -m manager` as the process will run it."""
+        python = project_python()
+        check = subprocess.run(
+            [
+                python,
+                "-c",
+                "import importlib.util as u, sys; sys.exit(0 if u.find_spec('manager.__main__') else 3)",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=self.opts.run_dir / MANAGER,
+            env={**os.environ, **env},
+        )
+        if check.returncode == 3:
+            raise FleetError(f"{python} finds no manager/__main__.py: `python -m manager` cannot run yet")
+        if check.returncode != 0:
+            raise FleetError(
+                f"{python} cannot import manager ({check.stderr.strip().splitlines()[-1:]}); "
+                "run `make venv` and retry"
+            )
+        return python
+
+    def manager_config(self, c: ClusterPlan) -> dict:
+        """A v1beta1 Configuration for `python -m manager`: its own Lease, MultiKueue's defaults."""
+        return {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+            "kind": "Configuration",
+            "namespace": AGENT_NAMESPACE,
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceName": MANAGER_LEASE,
+                "resourceNamespace": AGENT_NAMESPACE,
+            },
+            "metrics": {"bindAddress": f"127.0.0.1:{c.ports['manager-metrics']}"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['manager-health']}"},
+            "multiKueue": {"gcInterval": "1m", "origin": MULTIKUEUE_ORIGIN, "workerLostTimeout": "15m"},
+        }
+
+    def start_manager(self) -> None:
+        """One `python -m manager` on the manager cluster. It creates no MultiKueue objects:
+        `setup-multikueue` does."""
+        self.step("starting the federation manager on the manager cluster")
+        c = next(c for c in self.clusters if c.name == MANAGER)
+        env = project_env()
+        python = self.manager_python(env)
+        for name in ("manager-metrics", "manager-health"):
+            c.ports[name] = free_port()
+        config = self.manager_config(c)
+        cfg = write_file(c.dir / "manager-config.yaml", yaml.safe_dump(config), 0o644)
+        self.state.cluster(c.name)["manager"] = {
+            "config": str(cfg),
+            "health": f"http://127.0.0.1:{c.ports['manager-health']}",
+            "metrics": f"http://127.0.0.1:{c.ports['manager-metrics']}/metrics",
+        }
+        record = self.state.start(
+            c.name,
+            MANAGER_COMPONENT,
+            [
+                python,
+                "-m",
+                "manager",
+                f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
+                f"--config={cfg}",
+                f"--metrics-bind-address={config['metrics']['bindAddress']}",
+                f"--health-probe-bind-address={config['health']['healthProbeBindAddress']}",
+                "--log-format=console",
+            ],
+            env=env,
+        )
+        wait_for(
+            f"{c.name} manager /readyz",
+            lambda: http_ok(f"http://127.0.0.1:{c.ports['manager-health']}/readyz"),
+            90,
+            interval=0.5,
+            procs=[record],
+        )
 
     # -- LeaderWorkerSet controller -------------------------------------------------------------
 
@@ -1422,6 +1590,222 @@ class FleetUp:
 
 
 # ----------------------------------------------------------------------------------------------
+# setup-multikueue: the objects of the MultiKueue setup guide
+# ----------------------------------------------------------------------------------------------
+
+# A worker's quota when state.json does not record its capacity: the default 4 nodes x 8 CPU / 32Gi.
+DEFAULT_WORKER_CAPACITY = {"cpu": "32", "memory": "128Gi"}
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What setup-multikueue needs to know about one worker."""
+
+    name: str
+    cpu: str
+    memory: str
+    multikueue_kubeconfig: str  # the content of <worker>/multikueue.kubeconfig
+
+
+def resource_flavor() -> dict:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": DEFAULT_FLAVOR},
+        "spec": {},
+    }
+
+
+def cluster_queue(cpu: str, memory: str, admission_checks: list[str] | None = None) -> dict:
+    spec: dict = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": DEFAULT_FLAVOR,
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": cpu},
+                            {"name": "memory", "nominalQuota": memory},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    if admission_checks:
+        spec["admissionChecks"] = admission_checks
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": SETUP_CLUSTER_QUEUE},
+        "spec": spec,
+    }
+
+
+def local_queue() -> dict:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": SETUP_LOCAL_QUEUE, "namespace": SETUP_NAMESPACE},
+        "spec": {"clusterQueue": SETUP_CLUSTER_QUEUE},
+    }
+
+
+def multikueue_setup_objects(workers: list[WorkerSetup]) -> list[tuple[str, list[dict]]]:
+    """(cluster, objects) to apply, workers first: a worker's queues exist before the manager can
+    dispatch to it. Each worker's ClusterQueue offers what its nodes have; the manager's, their sum."""
+    plan: list[tuple[str, list[dict]]] = [
+        (w.name, [resource_flavor(), cluster_queue(w.cpu, w.memory), local_queue()]) for w in workers
+    ]
+    manager_objects: list[dict] = [resource_flavor()]
+    for w in workers:
+        manager_objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"{w.name}-secret", "namespace": AGENT_NAMESPACE},
+                "type": "Opaque",
+                "data": {"kubeconfig": b64(w.multikueue_kubeconfig.encode())},
+            }
+        )
+    for w in workers:
+        manager_objects.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": w.name},
+                "spec": {"kubeConfig": {"locationType": "Secret", "location": f"{w.name}-secret"}},
+            }
+        )
+    manager_objects += [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": SETUP_MULTIKUEUE_CONFIG},
+            "spec": {"clusters": [w.name for w in workers]},
+        },
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": SETUP_ADMISSION_CHECK},
+            "spec": {
+                "controllerName": MULTIKUEUE_CONTROLLER,
+                "parameters": {
+                    "apiGroup": KUEUE_API.split("/")[0],
+                    "kind": "MultiKueueConfig",
+                    "name": SETUP_MULTIKUEUE_CONFIG,
+                },
+            },
+        },
+        cluster_queue(
+            sum_quantities(w.cpu for w in workers),
+            sum_quantities(w.memory for w in workers),
+            admission_checks=[SETUP_ADMISSION_CHECK],
+        ),
+        local_queue(),
+    ]
+    plan.append((MANAGER, manager_objects))
+    return plan
+
+
+def sample_job() -> dict:
+    """A small Job for user-queue (upstream's sample-job); kwok runs its pod on a fake node."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "generateName": "sample-job-",
+            "namespace": SETUP_NAMESPACE,
+            "labels": {"kueue.x-k8s.io/queue-name": SETUP_LOCAL_QUEUE},
+        },
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "dummy-job",
+                            "image": SAMPLE_JOB_IMAGE,
+                            "args": ["entrypoint-tester", "hello", "world"],
+                            "resources": {"requests": {"cpu": 1, "memory": "200Mi"}},
+                        }
+                    ],
+                    "restartPolicy": "Never",
+                }
+            },
+        },
+    }
+
+
+def next_steps(localfleet_cmd: str, workers: list[str]) -> str:
+    """What to run after setup-multikueue: submit a Job on the manager and watch where it runs."""
+    job = yaml.safe_dump(sample_job(), sort_keys=False).rstrip("\n")
+    manager = 'kubectl --kubeconfig "$KUBECONFIG_MANAGER"'
+    lines = [
+        f"MultiKueue is set up: Jobs in {SETUP_NAMESPACE}/{SETUP_LOCAL_QUEUE} on the manager run on "
+        f"{' or '.join(workers)} (ClusterQueue {SETUP_CLUSTER_QUEUE}, "
+        f"admission check {SETUP_ADMISSION_CHECK}).",
+        "",
+        "Next steps:",
+        "",
+        f'eval "$({localfleet_cmd} env)"',
+        "",
+        "# Submit a Job on the manager:",
+        f"{manager} create -f - <<'EOF'",
+        job,
+        "EOF",
+        "",
+        "# Watch it: its Workload and Job on the manager, the Job's copy on the worker that runs it:",
+        f"{manager} get workloads,jobs -n {SETUP_NAMESPACE}",
+        *[
+            f'kubectl --kubeconfig "$KUBECONFIG_WORKER{i}" get jobs -n {SETUP_NAMESPACE}'
+            for i in range(1, len(workers) + 1)
+        ],
+        "",
+        "# The worker connections, the admission check and the queues:",
+        f"{manager} get multikueueclusters,admissionchecks,clusterqueues",
+    ]
+    return "\n".join(lines)
+
+
+def localfleet_command(run_dir: Path) -> str:
+    """How the user runs this script again for the same fleet."""
+    script = Path("hack/localfleet.py") if Path.cwd().resolve() == REPO else REPO / "hack" / "localfleet.py"
+    cmd = f"python3 {script}"
+    return cmd if run_dir.resolve() == DEFAULT_RUN_DIR.resolve() else f"{cmd} --dir {run_dir}"
+
+
+def setup_multikueue(state: State) -> None:
+    """Apply the setup guide's objects (idempotent: server-side apply) and print the next steps."""
+    clusters = state.data["clusters"]
+    if MANAGER_COMPONENT not in clusters.get(MANAGER, {}):
+        raise FleetError(
+            f"the fleet in {state.run_dir} runs no federation manager: start it with "
+            "`up --agents --manager` (or `up --setup-multikueue`), then run setup-multikueue"
+        )
+    workers = [(name, c) for name, c in clusters.items() if c["role"] == "worker"]
+    if not workers:
+        raise FleetError(f"the fleet in {state.run_dir} has no workers (`up --workers N`, N >= 1)")
+    setups = []
+    for name, c in workers:
+        path = Path(c.get("multikueueKubeconfig") or state.run_dir / name / "multikueue.kubeconfig")
+        if not path.is_file():
+            raise FleetError(f"{path} is missing: the manager's identity on {name} was not written")
+        capacity = c.get("capacity") or DEFAULT_WORKER_CAPACITY
+        setups.append(WorkerSetup(name, capacity["cpu"], capacity["memory"], path.read_text()))
+    bins = Binaries(state.data.get("versions") or read_versions())
+    log("setting up MultiKueue (the setup guide's objects)")
+    for cluster, docs in multikueue_setup_objects(setups):
+        applied = Kubectl(bins.path("kubectl"), clusters[cluster]["kubeconfig"]).apply(docs)
+        log(f"  {cluster}: {', '.join(line.split()[0] for line in applied if line.strip())}")
+    print(next_steps(localfleet_command(state.run_dir), [name for name, _ in workers]))
+
+
+# ----------------------------------------------------------------------------------------------
 # Commands
 # ----------------------------------------------------------------------------------------------
 
@@ -1437,6 +1821,15 @@ def cmd_build(args: argparse.Namespace) -> None:
 def cmd_up(args: argparse.Namespace) -> None:
     if args.workers < 0:
         raise FleetError("--workers must be 0 (a manager cluster only) or more")
+    if args.setup_multikueue:
+        args.agents = args.manager = True
+        if args.workers == 0:
+            raise FleetError("--setup-multikueue needs at least one worker (--workers N, N >= 1)")
+    if args.manager and not args.agents:
+        raise FleetError(
+            "--manager requires --agents: the manager dispatches Workloads that the worker_agents admit "
+            "(use `up --agents --manager`)"
+        )
     bins = Binaries(read_versions())
     opts = FleetOptions(
         workers=args.workers,
@@ -1446,6 +1839,8 @@ def cmd_up(args: argparse.Namespace) -> None:
         node_pods=args.node_pods,
         smoke=not args.no_smoke,
         agents=args.agents,
+        manager=args.manager,
+        setup_multikueue=args.setup_multikueue,
         run_dir=Path(args.dir),
     )
     existing = State.load(opts.run_dir)
@@ -1459,6 +1854,8 @@ def cmd_up(args: argparse.Namespace) -> None:
     fleet = FleetUp(opts, bins)
     try:
         fleet.run()
+        if opts.setup_multikueue:
+            setup_multikueue(fleet.state)
     except BaseException:
         log(f"fleet start failed; logs are in {opts.run_dir}/<cluster>/<component>.log")
         if not args.keep_on_failure:
@@ -1494,6 +1891,13 @@ def load_running_state(run_dir: Path) -> State:
     if state is None:
         raise FleetError(f"no fleet in {run_dir}: run `python3 hack/localfleet.py up` first")
     return state
+
+
+def cmd_setup_multikueue(args: argparse.Namespace) -> None:
+    state = load_running_state(Path(args.dir))
+    if state.data.get("status") != "up" or not fleet_is_running(state):
+        raise FleetError(f"the fleet in {args.dir} is not up (`status` shows what runs); start it with `up`")
+    setup_multikueue(state)
 
 
 def cmd_env(args: argparse.Namespace) -> None:
@@ -1536,9 +1940,12 @@ def cmd_status(args: argparse.Namespace) -> None:
             alive = pid_is_ours(p)
             rss = f"{rss_mib(p['pid']):.0f} MiB" if alive else "-"
             extra = ""
-            if p["component"] == "worker-agent" and "agent" in c:
+            if p["component"] == AGENT_COMPONENT and "agent" in c:
                 ready = alive and http_ok(f"{c['agent']['health']}/readyz")
                 extra = f"  {'ready' if ready else 'NOT ready'}, webhooks {c['agent']['webhook']}"
+            if p["component"] == MANAGER_COMPONENT and MANAGER_COMPONENT in c:
+                ready = alive and http_ok(f"{c['manager']['health']}/readyz")
+                extra = f"  {'ready' if ready else 'NOT ready'}, metrics {c['manager']['metrics']}"
             running = "running" if alive else "STOPPED"
             print(f"    {p['component']:<24} pid {p['pid']:<8} {running:<8} {rss}{extra}")
 
@@ -1567,14 +1974,36 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run our worker_agent (admission engine and webhooks) on every cluster",
     )
+    u.add_argument(
+        "--manager",
+        action="store_true",
+        help="also run our federation manager (MultiKueue) on the manager cluster; needs --agents",
+    )
+    u.add_argument(
+        "--setup-multikueue",
+        action="store_true",
+        help="then run setup-multikueue (implies --agents --manager)",
+    )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")
     sub.add_parser("status", help="what is up")
+    sub.add_parser(
+        "setup-multikueue",
+        help="queues on every cluster, and Secrets, MultiKueueClusters, MultiKueueConfig, AdmissionCheck "
+        "on the manager (a fleet started with --agents --manager)",
+    )
     sub.add_parser("env", help="print shell exports for the running fleet")
     args = parser.parse_args(argv)
     # Piped into `head` and the like: end quietly, as shell tools do.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    handlers = {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env}
+    handlers = {
+        "build": cmd_build,
+        "up": cmd_up,
+        "down": cmd_down,
+        "status": cmd_status,
+        "env": cmd_env,
+        "setup-multikueue": cmd_setup_multikueue,
+    }
     try:
         handlers[args.command](args)
     except FleetError as e:

@@ -896,12 +896,16 @@ def evicted_on_manager_message(local_evicted_message: str) -> str:
 
 
 # batch/Job adapter: the JobSuspended condition kept on the local Job until it may mirror status.
-JOB_CONDITION_SUSPENDED = "JobSuspended"
+JOB_CONDITION_SUSPENDED = "Suspended"  # batchv1.JobSuspended
 REASON_MULTIKUEUE_ADAPTER = "MultiKueueAdapter"
 MSG_SET_BY_MULTIKUEUE_ADAPTER = "Set by MultiKueue adapter"
 
 # --- Events
 EVENT_MULTIKUEUE = "MultiKueue"  # reason and action
+# Ours, not upstream's: one event per dispatch decision (its own reason, so that the events API
+# does not fold it into the same series as upstream's `MultiKueue` events).
+EVENT_MULTIKUEUE_DISPATCHED = "MultiKueueDispatched"
+EVENT_ACTION_DISPATCH = "Dispatch"
 EVENT_DEPRECATED_PATH_USAGE = "DeprecatedPathUsage"  # reason and action
 MSG_DEPRECATED_PATH_USAGE = (
     "Using locationType=Path without MultiKueueKubeConfigPathValidation feature gate is deprecated and will "
@@ -1219,3 +1223,14 @@ def warning_pod_managed_label_with_managed_owner() -> str:
         f"pod owner is managed by kueue, label '{LABEL_MANAGED}={VALUE_TRUE}' "
         "might lead to unexpected behaviour"
     )
+
+
+# =============================================================================================
+# ClusterProfile credentials (multikueue-spec §1.6 `multiKueue.clusterProfile`, §1.7)
+
+# A ClusterProfile cluster extension whose data becomes the exec plugin's cluster config.
+CLUSTER_PROFILE_EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+EXEC_INTERACTIVE_MODE_NEVER = "Never"
+EXEC_INTERACTIVE_MODES = (EXEC_INTERACTIVE_MODE_NEVER, "IfAvailable", "Always")
+MSG_MUST_BE_SPECIFIED = "must be specified"
+MSG_CREDENTIALS_PROVIDERS_EXCLUSIVE = "must not be specified when accessProviders is specified"

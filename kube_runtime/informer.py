@@ -213,6 +213,7 @@ class Informer:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         name: str | None = None,
+        on_failure: Callable[[BaseException], Any] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -228,6 +229,9 @@ class Informer:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self.store = Store()
+        # Called (in the informer's task) when a list or watch fails; the MultiKueue manager uses
+        # it to notice a lost worker instead of letting the informer retry quietly.
+        self._on_failure = on_failure
         self._handlers: list[_Handlers] = []
         self._synced = asyncio.Event()
         self._resource_version: str | None = None
@@ -353,16 +357,18 @@ class Informer:
                 self._failures += 1
                 if self._failures == 1:
                     continue
-            except TimeoutError:
+            except TimeoutError as exc:
                 self._log.info("watch inactive, reconnecting", seconds=self._inactivity_timeout)
                 self.watch_restarts += 1
                 self._failures += 1
+                self._report_failure(exc)
             except (ConnectionLost, ApiError) as exc:
                 self.errors += 1
                 if not self._needs_list:
                     self.watch_restarts += 1
                 self._failures += 1
                 self._log.warning("list/watch failed, retrying", error=str(exc), failures=self._failures)
+                self._report_failure(exc)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -370,6 +376,10 @@ class Informer:
                 self._failures += 1
                 self._log.exception("informer loop failed, retrying", failures=self._failures)
             await self._clock.sleep(self._backoff(self._failures))
+
+    def _report_failure(self, exc: BaseException) -> None:
+        if self._on_failure is not None:
+            self._safe_call(self._on_failure, exc)
 
     async def _list_and_reconcile(self) -> None:
         items, resource_version = await self.client.list(

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from kube_runtime import api
 from worker_agent.engine.requests import RequestConfig
 
 API_VERSION = "config.kueue.x-k8s.io/v1beta1"
@@ -154,6 +155,9 @@ SCHEMA: dict[str, Any] = {
         "workerLostTimeout": DURATION,
         "dispatcherName": str,
         "externalFrameworks": _List({"name": str}),
+        # v1beta2 fields, accepted here too: the manager reads them.
+        "incrementalDispatcherConfig": {"stepSize": int},
+        "clusterProfile": {"accessProviders": _List(ANY), "credentialsProviders": _List(ANY)},
     },
     "fairSharing": {"enable": bool, "preemptionStrategies": _List(str)},
     "admissionFairSharing": {
@@ -292,6 +296,9 @@ class MultiKueueSettings:
     origin: str = DEFAULT_MULTIKUEUE_ORIGIN
     worker_lost_timeout_seconds: float = DEFAULT_MULTIKUEUE_WORKER_LOST_TIMEOUT
     dispatcher_name: str = DEFAULT_MULTIKUEUE_DISPATCHER
+    incremental_step_size: int = 3
+    # `multiKueue.clusterProfile` as written (access providers are parsed by the manager).
+    cluster_profile: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -457,7 +464,19 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         origin=mk_raw.get("origin", DEFAULT_MULTIKUEUE_ORIGIN),
         worker_lost_timeout_seconds=parse_duration(mk_raw.get("workerLostTimeout", "15m")),
         dispatcher_name=mk_raw.get("dispatcherName", DEFAULT_MULTIKUEUE_DISPATCHER),
+        incremental_step_size=int((mk_raw.get("incrementalDispatcherConfig") or {}).get("stepSize", 3)),
+        cluster_profile=dict(mk_raw.get("clusterProfile") or {}),
     )
+    if mk_raw.get("incrementalDispatcherConfig") is not None:
+        if multikueue.dispatcher_name != api.DISPATCHER_INCREMENTAL:
+            problems.append(
+                "multiKueue.incrementalDispatcherConfig: may only be set when dispatcherName is "
+                f"{api.DISPATCHER_INCREMENTAL!r}"
+            )
+        if multikueue.incremental_step_size < 1:
+            problems.append(
+                "multiKueue.incrementalDispatcherConfig.stepSize: must be greater than or equal to 1"
+            )
     if multikueue.gc_interval_seconds < 0:
         problems.append("multiKueue.gcInterval: must be greater than or equal to 0")
     if multikueue.worker_lost_timeout_seconds < 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -112,6 +113,31 @@ def test_manager_identity_on_worker_is_least_privilege(fleet):
     assert can_i("create", "clusterqueues.kueue.x-k8s.io") == "no"
     assert can_i("get", "secrets", "-n", "default") == "no"
     assert can_i("create", "namespaces") == "no"
+
+
+def _localfleet_module():
+    """hack/localfleet.py as a module (it is a script, not a package)."""
+    if "localfleet" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("localfleet", REPO / "hack" / "localfleet.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["localfleet"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["localfleet"]
+
+
+def test_setup_multikueue_objects_pass_the_apiservers_validation(fleet):
+    """What `setup-multikueue` applies is valid against our CRDs on every cluster (a server-side dry
+    run: the test fleet runs no manager, and other tests own its queues)."""
+    localfleet = _localfleet_module()
+    workers = [
+        localfleet.WorkerSetup(w, "32", "128Gi", Path(fleet.multikueue_kubeconfig(w)).read_text())
+        for w in fleet.workers
+    ]
+    for cluster, docs in localfleet.multikueue_setup_objects(workers):
+        out = fleet.kubectl(
+            cluster, "apply", "--server-side", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(docs)
+        ).stdout
+        assert len(out.splitlines()) == len(docs), out
 
 
 def test_up_env_status_down_lifecycle():

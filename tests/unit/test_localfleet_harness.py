@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import ssl
 import subprocess
@@ -155,3 +156,157 @@ def test_missing_go_is_refused_with_a_clear_message(monkeypatch):
     monkeypatch.setattr(localfleet.shutil, "which", lambda name: None)
     with pytest.raises(localfleet.FleetError, match="Go is not installed"):
         builder.check_go()
+
+
+def test_manager_config_is_accepted_by_the_configuration_loader(tmp_path):
+    from worker_agent.config import load_config
+
+    up = localfleet.FleetUp.__new__(localfleet.FleetUp)
+    plan = localfleet.ClusterPlan(
+        "manager", "manager", tmp_path, ports={"manager-metrics": 18080, "manager-health": 18081}
+    )
+    path = tmp_path / "manager-config.yaml"
+    path.write_text(yaml.safe_dump(up.manager_config(plan)))
+    config = load_config(path)
+    assert config.namespace == "kueue-system"
+    assert config.leader_elect is True
+    assert config.leader_election_id == "kueue-federation-manager"
+    assert config.leader_election_namespace == "kueue-system"
+    assert config.metrics_bind_address == "127.0.0.1:18080"
+    assert config.health_probe_bind_address == "127.0.0.1:18081"
+    assert config.multikueue.origin == "multikueue"
+    assert config.multikueue.gc_interval_seconds == 60
+    assert config.multikueue.worker_lost_timeout_seconds == 15 * 60
+
+
+@pytest.mark.parametrize(
+    ("quantities", "total"),
+    [
+        (["8"] * 4, "32"),
+        (["32Gi"] * 4, "128Gi"),
+        (["500m", "500m"], "1000m"),
+        (["1.5", "1.5"], "3"),
+        (["1Gi", "512Mi"], "1610612736"),
+        ([], "0"),
+    ],
+)
+def test_quantities_sum_in_their_own_suffix(quantities, total):
+    assert localfleet.sum_quantities(quantities) == total
+
+
+def test_a_bad_quantity_is_refused_with_its_value():
+    with pytest.raises(localfleet.FleetError, match="'8 cores' is not a quantity"):
+        localfleet.sum_quantities(["8 cores"])
+
+
+def _objects(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_setup_multikueue_objects_follow_the_setup_guide():
+    workers = [
+        localfleet.WorkerSetup("worker1", "32", "128Gi", "kubeconfig of worker1\n"),
+        localfleet.WorkerSetup("worker2", "16", "64Gi", "kubeconfig of worker2\n"),
+    ]
+    plan = localfleet.multikueue_setup_objects(workers)
+    # Workers first: their queues exist before the manager can dispatch to them.
+    assert [cluster for cluster, _ in plan] == ["worker1", "worker2", "manager"]
+    by_cluster = dict(plan)
+
+    def quota(cq):
+        (group,) = cq["spec"]["resourceGroups"]
+        assert group["coveredResources"] == ["cpu", "memory"]
+        (flavor,) = group["flavors"]
+        assert flavor["name"] == "default-flavor"
+        return {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+
+    for worker, cpu, memory in (("worker1", "32", "128Gi"), ("worker2", "16", "64Gi")):
+        docs = by_cluster[worker]
+        assert {d["kind"] for d in docs} == {"ResourceFlavor", "ClusterQueue", "LocalQueue"}
+        (cq,) = _objects(docs, "ClusterQueue")
+        assert cq["metadata"]["name"] == "cluster-queue"
+        assert cq["spec"]["namespaceSelector"] == {}
+        assert "admissionChecks" not in cq["spec"]
+        assert quota(cq) == {"cpu": cpu, "memory": memory}
+        (lq,) = _objects(docs, "LocalQueue")
+        assert lq["metadata"] == {"name": "user-queue", "namespace": "default"}
+        assert lq["spec"] == {"clusterQueue": "cluster-queue"}
+
+    manager = by_cluster["manager"]
+    secrets = _objects(manager, "Secret")
+    assert [s["metadata"] for s in secrets] == [
+        {"name": "worker1-secret", "namespace": "kueue-system"},
+        {"name": "worker2-secret", "namespace": "kueue-system"},
+    ]
+    assert base64.b64decode(secrets[0]["data"]["kubeconfig"]).decode() == "kubeconfig of worker1\n"
+    clusters = _objects(manager, "MultiKueueCluster")
+    assert [(c["metadata"]["name"], c["spec"]) for c in clusters] == [
+        ("worker1", {"kubeConfig": {"locationType": "Secret", "location": "worker1-secret"}}),
+        ("worker2", {"kubeConfig": {"locationType": "Secret", "location": "worker2-secret"}}),
+    ]
+    (config,) = _objects(manager, "MultiKueueConfig")
+    assert config["metadata"]["name"] == "multikueue-config"
+    assert config["spec"] == {"clusters": ["worker1", "worker2"]}
+    (check,) = _objects(manager, "AdmissionCheck")
+    assert check["metadata"]["name"] == "sample-multikueue"
+    assert check["spec"] == {
+        "controllerName": "kueue.x-k8s.io/multikueue",
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue-config"},
+    }
+    (cq,) = _objects(manager, "ClusterQueue")
+    assert cq["spec"]["admissionChecks"] == ["sample-multikueue"]
+    assert quota(cq) == {"cpu": "48", "memory": "192Gi"}
+    (lq,) = _objects(manager, "LocalQueue")
+    assert lq["metadata"] == {"name": "user-queue", "namespace": "default"}
+    assert all(d["apiVersion"] == "kueue.x-k8s.io/v1beta1" for d in manager if d["kind"] != "Secret")
+
+
+def test_next_steps_submit_a_queued_job_and_watch_every_cluster():
+    text = localfleet.next_steps("python3 hack/localfleet.py --dir /dev/shm/x", ["worker1", "worker2"])
+    assert 'eval "$(python3 hack/localfleet.py --dir /dev/shm/x env)"' in text
+    heredoc = text.split("create -f - <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    job = yaml.safe_load(heredoc)
+    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "user-queue"}
+    assert job["spec"]["parallelism"] == 1 and job["spec"]["completions"] == 1
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"] == {"cpu": 1, "memory": "200Mi"}
+    assert 'kubectl --kubeconfig "$KUBECONFIG_MANAGER" get workloads,jobs -n default' in text
+    assert 'kubectl --kubeconfig "$KUBECONFIG_WORKER1" get jobs -n default' in text
+    assert 'kubectl --kubeconfig "$KUBECONFIG_WORKER2" get jobs -n default' in text
+    assert (
+        'kubectl --kubeconfig "$KUBECONFIG_MANAGER" get multikueueclusters,admissionchecks,clusterqueues'
+        in text
+    )
+
+
+def test_manager_without_agents_is_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(localfleet.signal, "signal", lambda *args: None)  # main() resets SIGPIPE
+    run_dir = tmp_path / "fleet"
+    assert localfleet.main(["--dir", str(run_dir), "up", "--manager"]) == 1
+    assert "--manager requires --agents" in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
+def test_setup_multikueue_refuses_a_fleet_without_the_manager(tmp_path):
+    state = localfleet.State(tmp_path)
+    state.data["clusters"] = {
+        "manager": {"role": "manager", "kubeconfig": "x"},
+        "worker1": {"role": "worker", "kubeconfig": "y"},
+    }
+    with pytest.raises(localfleet.FleetError, match=r"up --agents --manager"):
+        localfleet.setup_multikueue(state)
+
+
+def test_our_processes_stop_before_the_control_planes(monkeypatch):
+    calls = []
+    monkeypatch.setattr(localfleet, "_stop_processes", lambda procs, timeout: calls.append(procs))
+    processes = [
+        {"component": c}
+        for c in ("etcd", "kube-apiserver", "worker-agent", "worker-agent", "manager", "kwok")
+    ]
+    localfleet.stop_processes(processes)
+    assert [[p["component"] for p in group] for group in calls] == [
+        ["worker-agent", "worker-agent", "manager"],
+        ["etcd", "kube-apiserver", "kwok"],
+    ]

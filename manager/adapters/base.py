@@ -1,0 +1,100 @@
+"""The adapter contract (multikueue-spec §3.7): one adapter per job kind creates the job on the
+admitting worker, mirrors its status back, deletes it, and says whether the manager's object is
+handed to MultiKueue. Adapters that watch their kind on workers map remote objects to the keys
+of local Workloads."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kube_runtime import api
+from kube_runtime.client import NotFound
+
+if TYPE_CHECKING:
+    from manager.remote import RemoteClient
+
+Obj = dict[str, Any]
+
+
+class OwnershipError(Exception):
+    """A remote object with our name exists but was not created by this manager."""
+
+
+class Adapter(Protocol):
+    resource: api.Resource
+
+    def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:
+        """(True, "") when MultiKueue may run the manager's job remotely, else (False, why)."""
+        ...
+
+    async def sync_job(self, remote: RemoteClient, namespace: str, name: str, workload_name: str) -> bool:
+        """Create the job on `remote` if missing, otherwise mirror its status to the local job.
+        True means "status deliberately not copied yet: look again soon"."""
+        ...
+
+    async def delete_remote(self, remote: RemoteClient, namespace: str, name: str) -> None: ...
+
+    def workload_keys_for(self, remote_obj: Obj) -> list[str]:
+        """Local Workload keys (`namespace/name`) a remote object of this kind belongs to."""
+        ...
+
+
+def set_multikueue_meta(obj: Obj, workload_name: str, origin: str) -> None:
+    """SetMultiKueueMeta: the origin label and the prebuilt workload name (an annotation, as with
+    upstream's default WorkloadIdentifierAnnotations gate)."""
+    meta = obj.setdefault("metadata", {})
+    meta.setdefault("labels", {})[api.LABEL_MULTIKUEUE_ORIGIN] = origin
+    if workload_name:
+        meta.setdefault("annotations", {})[api.ANNOTATION_PREBUILT_WORKLOAD_NAME] = workload_name
+
+
+def prebuilt_workload_name(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return (meta.get("annotations") or {}).get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or (
+        meta.get("labels") or {}
+    ).get(api.LABEL_PREBUILT_WORKLOAD_NAME, "")
+
+
+def owned_by(obj: Obj, origin: str) -> bool:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN) == origin
+
+
+async def remote_object(
+    remote: RemoteClient, resource: api.Resource, namespace: str, name: str
+) -> Obj | None:
+    """From the worker's watch cache when this kind is watched there (objects of our origin),
+    else one GET."""
+    cached = remote.cache(resource)
+    if cached is not None:
+        return cached.get(f"{namespace}/{name}")
+    try:
+        return await remote.kube.get(resource, name, namespace)
+    except NotFound:
+        return None
+
+
+def check_ownership(obj: Obj | None, resource: api.Resource, origin: str) -> None:
+    """ValidateRemoteObjectOwnership: missing is fine, a foreign object is an error."""
+    if not origin:
+        raise OwnershipError("multikueue origin is empty")
+    if obj is None or owned_by(obj, origin):
+        return
+    meta = obj.get("metadata") or {}
+    raise OwnershipError(
+        f"remote object is not owned by MultiKueue: expected "
+        f"{api.go_quote(api.LABEL_MULTIKUEUE_ORIGIN)}={api.go_quote(origin)} on "
+        f"{resource.kind} {meta.get('namespace')}/{meta.get('name')}"
+    )
+
+
+async def delete_if_owned(
+    remote: RemoteClient, resource: api.Resource, namespace: str, name: str, propagation: str | None = None
+) -> bool:
+    """DeleteRemoteObjectIfOwned: skip silently when missing or of another origin."""
+    obj = await remote_object(remote, resource, namespace, name)
+    if obj is None or not owned_by(obj, remote.origin):
+        return False
+    with contextlib.suppress(NotFound):
+        await remote.kube.delete(resource, name, namespace, propagation_policy=propagation)
+    return True

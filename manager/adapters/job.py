@@ -1,0 +1,132 @@
+"""batch/v1 Job adapter (multikueue-spec §3.7): the worker gets a copy of the manager's Job that
+adopts the prebuilt remote Workload; the worker's Job status is mirrored onto the manager's Job."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient
+from kube_runtime.clock import Clock
+from kube_runtime.conditions import find_status_condition, format_time
+from kube_runtime.informer import Informer
+from manager.adapters.base import delete_if_owned, prebuilt_workload_name, remote_object, set_multikueue_meta
+
+if TYPE_CHECKING:
+    from manager.remote import RemoteClient
+
+Obj = dict[str, Any]
+
+# Labels the Job controller adds to the pod template; the worker's apiserver adds its own.
+_GENERATED_TEMPLATE_LABELS = (
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+)
+
+
+def job_finished(job: Obj) -> bool:
+    conditions = (job.get("status") or {}).get("conditions")
+    return any(
+        (c.get("type") in ("Complete", "Failed")) and c.get("status") == "True" for c in conditions or ()
+    )
+
+
+def suspended(job: Obj) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
+
+
+def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
+    meta = local_job["metadata"]
+    spec = copy.deepcopy(local_job.get("spec") or {})
+    spec.pop("selector", None)
+    spec.pop("managedBy", None)
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+    for key in _GENERATED_TEMPLATE_LABELS:
+        if template_labels:
+            template_labels.pop(key, None)
+    job: Obj = {
+        "apiVersion": api.JOB.api_version,
+        "kind": api.JOB.kind,
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": dict(meta.get("annotations") or {}),
+        },
+        "spec": spec,
+    }
+    set_multikueue_meta(job, workload_name, origin)
+    return job
+
+
+class JobAdapter:
+    resource = api.JOB
+
+    def __init__(self, local_kube: KubeClient, local_jobs: Informer, clock: Clock) -> None:
+        self.local_kube = local_kube
+        self.local_jobs = local_jobs
+        self.clock = clock
+
+    def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:
+        managed_by = ((self.local_job(namespace, name) or {}).get("spec") or {}).get("managedBy") or ""
+        if managed_by == api.MANAGED_BY_MULTIKUEUE:
+            return True, ""
+        return False, api.expecting_managed_by_message(managed_by)
+
+    def local_job(self, namespace: str, name: str) -> Obj | None:
+        return self.local_jobs.get(f"{namespace}/{name}")
+
+    async def sync_job(self, remote: RemoteClient, namespace: str, name: str, workload_name: str) -> bool:
+        local = self.local_job(namespace, name)
+        if local is None:
+            raise LookupError(f"Job {namespace}/{name} not found on the manager cluster")
+        remote_job = await remote_object(remote, api.JOB, namespace, name)
+        if remote_job is None:
+            await remote.kube.create(api.JOB, remote_job_copy(local, workload_name, remote.origin))
+            return False
+        if not suspended(local) or suspended(remote_job) or job_finished(remote_job):
+            await self._mirror_status(local, remote_job.get("status") or {})
+            return False
+        # The manager's Job is still suspended (not yet Admitted here) while the worker runs it.
+        await self._mark_suspended(local)
+        return True
+
+    async def _mirror_status(self, local: Obj, remote_status: Obj) -> None:
+        local_status = local.get("status") or {}
+        if local_status == remote_status:
+            return
+        patch = {key: remote_status.get(key) for key in {*local_status, *remote_status}}
+        meta = local["metadata"]
+        await self.local_kube.patch_status_merge(api.JOB, meta["name"], {"status": patch}, meta["namespace"])
+
+    async def _mark_suspended(self, local: Obj) -> None:
+        conditions = list((local.get("status") or {}).get("conditions") or ())
+        current = find_status_condition(conditions, api.JOB_CONDITION_SUSPENDED)
+        if current is not None and current.get("status") == "True":
+            return
+        now = format_time(self.clock.now())
+        conditions = [c for c in conditions if c.get("type") != api.JOB_CONDITION_SUSPENDED]
+        conditions.append(
+            {
+                "type": api.JOB_CONDITION_SUSPENDED,
+                "status": "True",
+                "reason": api.REASON_MULTIKUEUE_ADAPTER,
+                "message": api.MSG_SET_BY_MULTIKUEUE_ADAPTER,
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+        meta = local["metadata"]
+        await self.local_kube.patch_status_merge(
+            api.JOB, meta["name"], {"status": {"conditions": conditions}}, meta["namespace"]
+        )
+
+    async def delete_remote(self, remote: RemoteClient, namespace: str, name: str) -> None:
+        await delete_if_owned(remote, api.JOB, namespace, name, propagation="Background")
+
+    def workload_keys_for(self, remote_obj: Obj) -> list[str]:
+        name = prebuilt_workload_name(remote_obj)
+        return [f"{remote_obj['metadata']['namespace']}/{name}"] if name else []

@@ -1,0 +1,419 @@
+"""The manager process: informers on the manager cluster, leader election, and the MultiKueue
+controllers (clusters, admission checks, workloads, the Incremental dispatcher) plus the garbage
+collector. Informers and the /metrics /healthz /readyz server run on every replica; connections
+to workers and every write happen only on the leader. Losing the lease ends the process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient
+from kube_runtime.clock import Clock
+from kube_runtime.controller import Controller
+from kube_runtime.events import EventRecorder
+from kube_runtime.httpserver import HealthServer
+from kube_runtime.informer import Informer, object_key
+from kube_runtime.leaderelection import LeaderElector
+from manager import kubeconfig as creds
+from manager.adapters import Adapter, JobAdapter
+from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
+from manager.clusters import ClusterController, Remotes
+from manager.config import ManagerOptions, feature_enabled
+from manager.dispatch import INCREMENTAL, is_external
+from manager.dispatch.incremental import IncrementalDispatcher
+from manager.gc import GarbageCollector
+from manager.metrics import ManagerMetrics
+from manager.remote import RemoteClient, workload_keys
+from manager.workload import WorkloadReconciler
+from worker_agent.agent import parse_bind_address
+from worker_agent.config import Configuration
+from worker_agent.metrics import ClientRequestsCollector
+
+log = structlog.get_logger("manager")
+
+Obj = dict[str, Any]
+EVENT_FLUSH_TIMEOUT = 5.0
+
+
+class LeadershipLost(Exception):
+    pass
+
+
+def _active(obj: Obj | None) -> tuple[Any, ...]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if c.get("type") == "Active":
+            return c.get("status"), c.get("reason"), c.get("message")
+    return ()
+
+
+class Manager:
+    def __init__(
+        self,
+        kube: KubeClient,
+        config: Configuration,
+        *,
+        options: ManagerOptions | None = None,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+        identity: str | None = None,
+        metrics_bind_address: str | None = None,
+        health_bind_address: str | None = None,
+        events_kube: KubeClient | None = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.options = options or ManagerOptions()
+        self.clock = clock or Clock()
+        self.registry = registry or CollectorRegistry()
+        self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
+        self.metrics = ManagerMetrics(self.registry, self.clock)
+        events_kube = events_kube or kube
+        self.registry.register(ClientRequestsCollector({"main": kube, "events": events_kube}))
+        self.workload_recorder = EventRecorder(
+            events_kube, api.EVENT_RECORDER_WORKLOAD_CONTROLLER, self.identity, self.clock
+        )
+        self.cluster_recorder = EventRecorder(
+            events_kube, api.EVENT_RECORDER_MULTIKUEUE_CLUSTER, self.identity, self.clock
+        )
+        self.metrics_bind_address = metrics_bind_address or config.metrics_bind_address
+        self.health_bind_address = health_bind_address or config.health_probe_bind_address
+        mk = config.multikueue
+        self.origin = mk.origin
+        ns = config.namespace
+
+        # -- informers on the manager cluster
+        self.workloads = Informer(kube, api.WORKLOAD, clock=self.clock)
+        self.checks = Informer(kube, api.ADMISSION_CHECK, clock=self.clock)
+        self.configs = Informer(kube, api.MULTIKUEUE_CONFIG, clock=self.clock)
+        self.clusters = Informer(kube, api.MULTIKUEUE_CLUSTER, clock=self.clock)
+        self.secrets = Informer(kube, api.SECRET, namespace=ns, clock=self.clock)
+        self.jobs = Informer(kube, api.JOB, clock=self.clock)
+        profile_feature = feature_enabled(config, "MultiKueueClusterProfile")
+        self.profiles = (
+            Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock) if profile_feature else None
+        )
+        self.informers = [
+            i
+            for i in (
+                self.workloads,
+                self.checks,
+                self.configs,
+                self.clusters,
+                self.secrets,
+                self.jobs,
+                self.profiles,
+            )
+            if i is not None
+        ]
+
+        # -- adapters, connections, controllers
+        job_adapter = JobAdapter(kube, self.jobs, self.clock)
+        self.adapters: dict[str, Adapter] = {api.JOB.gvk: job_adapter}
+        self.remotes = Remotes()
+        self.ac_controller = AdmissionCheckController(
+            kube, self.checks, self.configs, self.clusters, self.clock
+        )
+        self.cluster_controller = ClusterController(
+            kube,
+            namespace=ns,
+            clusters=self.clusters,
+            secrets=self.secrets,
+            profiles=self.profiles,
+            remotes=self.remotes,
+            new_client=self._new_remote_client,
+            recorder=self.cluster_recorder,
+            clock=self.clock,
+            path_validation=feature_enabled(config, "MultiKueueKubeConfigPathValidation"),
+            path_prefix=self.options.kubeconfig_path_prefix,
+            profile_feature=profile_feature,
+            access_providers=creds.parse_access_providers(mk.cluster_profile),
+            on_connection_change=self._connection_changed,
+        )
+        self.reconciler = WorkloadReconciler(
+            kube,
+            workloads=self.workloads,
+            checks=self.checks,
+            ac_controller=self.ac_controller,
+            remotes=self.remotes,
+            adapters=self.adapters,
+            recorder=self.workload_recorder,
+            metrics=self.metrics,
+            clock=self.clock,
+            origin=self.origin,
+            worker_lost_timeout=mk.worker_lost_timeout_seconds,
+            all_at_once=not (mk.dispatcher_name == INCREMENTAL or is_external(mk.dispatcher_name)),
+        )
+        self.gc = GarbageCollector(self.workloads, self.remotes, self.adapters, self.origin, self.clock)
+        self.cluster_ctl = Controller(
+            "multikueue_cluster", self.cluster_controller.reconcile, clock=self.clock
+        )
+        self.ac_ctl = Controller("multikueue_admissioncheck", self.ac_controller.reconcile, clock=self.clock)
+        self.workload_ctl = Controller(
+            "multikueue_workload",
+            self.reconciler.reconcile,
+            concurrency=self.options.workload_concurrency,
+            clock=self.clock,
+        )
+        self.controllers = [self.cluster_ctl, self.ac_ctl, self.workload_ctl]
+        self.incremental: IncrementalDispatcher | None = None
+        if mk.dispatcher_name == INCREMENTAL:
+            step = (
+                mk.incremental_step_size
+                if feature_enabled(config, "MultiKueueIncrementalDispatcherConfig")
+                else 3
+            )
+            self.incremental = IncrementalDispatcher(
+                self.workloads,
+                self.ac_controller,
+                self.reconciler,
+                self.clock,
+                step_size=step,
+                respect_config_order=feature_enabled(
+                    config, "MultiKueueIncrementalDispatcherRespectConfigOrder"
+                ),
+            )
+            self.incremental_ctl = Controller(
+                "multikueue_incremental_dispatcher", self.incremental.reconcile, clock=self.clock
+            )
+            self.controllers.append(self.incremental_ctl)
+        self._wire_handlers()
+        self.servers: list[HealthServer] = []
+        self.elector: LeaderElector | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self.leading = asyncio.Event()
+        self.ready = asyncio.Event()
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    def _new_remote_client(self, name: str) -> RemoteClient:
+        watched = [(api.WORKLOAD, workload_keys)]
+        watched += [(a.resource, a.workload_keys_for) for a in self.adapters.values()]
+        return RemoteClient(
+            name,
+            self.origin,
+            watched,
+            self.clock,
+            on_event=self._remote_event,
+            on_lost=self._remote_lost,
+            qps=self.config.qps,
+            burst=self.config.burst,
+            inactivity_timeout=self.options.watch_inactivity_timeout,
+        )
+
+    def _remote_event(self, _cluster: str, keys: list[str]) -> None:
+        for key in keys:
+            if self.workloads.get(key) is not None or key in self.reconciler.deleted:
+                self.workload_ctl.enqueue_after(key, self.options.remote_event_batch_seconds)
+
+    def _remote_lost(self, cluster: str) -> None:
+        self.cluster_ctl.enqueue(cluster)
+        self._connection_changed(cluster)
+
+    def _connection_changed(self, cluster: str) -> None:
+        """A worker came or went: AllAtOnce nominations and worker-lost grace periods change."""
+        client = self.remotes.get(cluster)
+        self.metrics.set_cluster_connected(cluster, client.connected if client is not None else None)
+        for key in self._multikueue_workload_keys():
+            self.workload_ctl.enqueue_after(key, self.options.remote_event_batch_seconds)
+
+    def _multikueue_workload_keys(self, check_names: set[str] | None = None) -> list[str]:
+        if check_names is None:
+            check_names = {c["metadata"]["name"] for c in self.checks.list() if is_multikueue_check(c)}
+        return [
+            object_key(wl)
+            for wl in self.workloads.list()
+            if any(
+                s.get("name") in check_names for s in (wl.get("status") or {}).get("admissionChecks") or ()
+            )
+        ]
+
+    def _wire_handlers(self) -> None:
+        def workload_changed(obj: Obj, *_: Any) -> None:
+            key = object_key(_[-1] if _ else obj)
+            self.workload_ctl.enqueue(key)
+            if self.incremental is not None:
+                self.incremental_ctl.enqueue(key)
+
+        def workload_deleted(obj: Obj) -> None:
+            self.reconciler.remember_deleted(obj)
+            workload_changed(obj)
+
+        self.workloads.add_handler(
+            on_add=workload_changed, on_update=workload_changed, on_delete=workload_deleted
+        )
+
+        batch = self.options.remote_event_batch_seconds
+
+        def check_changed(old: Obj | None, new: Obj) -> None:
+            self.ac_ctl.enqueue(new["metadata"]["name"])
+            if is_multikueue_check(new) and (
+                old is None or config_name_or_empty(old) != config_name_or_empty(new)
+            ):
+                for key in self._multikueue_workload_keys({new["metadata"]["name"]}):
+                    self.workload_ctl.enqueue_after(key, batch)
+
+        self.checks.add_handler(
+            on_add=lambda o: check_changed(None, o),
+            on_update=check_changed,
+            on_delete=lambda o: self.ac_ctl.enqueue(o["metadata"]["name"]),
+        )
+
+        def config_changed(old: Obj | None, new: Obj, deleted: bool = False) -> None:
+            names = self.ac_controller.checks_for_config(new["metadata"]["name"])
+            for name in names:
+                self.ac_ctl.enqueue(name)
+            if deleted or (
+                old is not None
+                and (old.get("spec") or {}).get("clusters") != (new.get("spec") or {}).get("clusters")
+            ):
+                for key in self._multikueue_workload_keys(set(names)):
+                    self.workload_ctl.enqueue_after(key, batch)
+
+        self.configs.add_handler(
+            on_add=lambda o: config_changed(None, o),
+            on_update=config_changed,
+            on_delete=lambda o: config_changed(None, o, deleted=True),
+        )
+
+        def cluster_changed(old: Obj | None, new: Obj) -> None:
+            meta, old_meta = new["metadata"], (old or {}).get("metadata") or {}
+            if (
+                old is None
+                or meta.get("generation") != old_meta.get("generation")
+                or meta.get("deletionTimestamp")
+            ):
+                self.cluster_ctl.enqueue(meta["name"])
+            if old is None or _active(old) != _active(new):
+                for name in self.ac_controller.checks_for_cluster(meta["name"]):
+                    self.ac_ctl.enqueue(name)
+
+        def cluster_deleted(obj: Obj) -> None:
+            self.cluster_ctl.enqueue(obj["metadata"]["name"])
+            for name in self.ac_controller.checks_for_cluster(obj["metadata"]["name"]):
+                self.ac_ctl.enqueue(name)
+
+        self.clusters.add_handler(
+            on_add=lambda o: cluster_changed(None, o), on_update=cluster_changed, on_delete=cluster_deleted
+        )
+
+        def credentials_changed(obj: Obj, *rest: Obj) -> None:
+            current = rest[-1] if rest else obj
+            finder = (
+                self.cluster_controller.clusters_for_profile
+                if current.get("kind") == api.CLUSTER_PROFILE.kind
+                else self.cluster_controller.clusters_for_secret
+            )
+            for name in finder(current):
+                self.cluster_ctl.enqueue(name)
+
+        for informer in (self.secrets, self.profiles):
+            if informer is not None:
+                informer.add_handler(
+                    on_add=credentials_changed, on_update=credentials_changed, on_delete=credentials_changed
+                )
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def _start_servers(self) -> None:
+        seen: set[tuple[str, int]] = set()
+        for address in (self.metrics_bind_address, self.health_bind_address):
+            host, port = parse_bind_address(address)
+            if port < 0 or ((host, port) in seen and port != 0):
+                continue
+            seen.add((host, port))
+            server = HealthServer(host, port, self.registry)
+            server.add_readiness_check("informers-synced", self._synced)
+            await server.start()
+            self.servers.append(server)
+            log.info("serving /metrics /healthz /readyz", address=f"{host}:{server.port}")
+
+    async def _synced(self) -> bool:
+        return all(i.has_synced for i in self.informers)
+
+    async def run(self) -> None:
+        """Run until cancelled or until leadership is lost."""
+        await self._start_servers()
+        for informer in self.informers:
+            informer.start()
+        try:
+            for informer in self.informers:
+                await informer.wait_synced()
+            log.info("caches synced", workloads=len(self.workloads.store), clusters=len(self.clusters.store))
+            self.ready.set()
+            lost = asyncio.Event()
+            if self.config.leader_elect:
+                self.elector = LeaderElector(
+                    self.kube,
+                    self.config.leader_election_namespace,
+                    self.config.leader_election_id,
+                    self.identity,
+                    lease_duration=self.config.lease_duration_seconds,
+                    renew_deadline=self.config.renew_deadline_seconds,
+                    retry_period=self.config.retry_period_seconds,
+                    clock=self.clock,
+                    on_stopped_leading=lambda: lost.set(),
+                )
+                self.elector.start()
+                self.metrics.replica_role = "follower"
+                log.info("waiting for leadership", lease=self.config.leader_election_id)
+                await self.elector.wait_leading()
+            self.metrics.replica_role = "leader"
+            log.info("leading: connecting to workers and starting controllers", origin=self.origin)
+            for controller in self.controllers:
+                controller.start()
+            self._enqueue_everything()
+            loop = asyncio.get_running_loop()
+            self._background = [
+                loop.create_task(
+                    self.gc.run(self.config.multikueue.gc_interval_seconds), name="multikueue-gc"
+                ),
+                loop.create_task(
+                    self.cluster_controller.watch_paths(
+                        self.cluster_ctl.enqueue, self.options.path_poll_interval
+                    ),
+                    name="kubeconfig-paths",
+                ),
+            ]
+            self.leading.set()
+            await lost.wait()
+            log.error("lost leadership; exiting")
+            raise LeadershipLost()
+        finally:
+            await self.shutdown()
+
+    def _enqueue_everything(self) -> None:
+        for name in self.clusters.store.keys():
+            self.cluster_ctl.enqueue(name)
+        for name in self.checks.store.keys():
+            self.ac_ctl.enqueue(name)
+        for key in self.workloads.store.keys():
+            self.workload_ctl.enqueue(key)
+            if self.incremental is not None:
+                self.incremental_ctl.enqueue(key)
+
+    async def shutdown(self) -> None:
+        for task in self._background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for controller in self.controllers:
+            await controller.stop()
+        for client in list(self.remotes.clients.values()):
+            await client.close()
+        self.remotes.clients.clear()
+        for informer in self.informers:
+            await informer.stop()
+        if self.elector is not None:
+            await self.elector.stop()
+        for recorder in (self.workload_recorder, self.cluster_recorder):
+            await recorder.close(flush_seconds=EVENT_FLUSH_TIMEOUT)
+        for server in self.servers:
+            await server.stop()

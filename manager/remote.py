@@ -1,0 +1,233 @@
+"""One worker cluster as the manager sees it (multikueue-spec §3.1.4): a client built from the
+validated kubeconfig, watch caches of the objects of our origin, and the connection state that
+the worker-lost grace period reads.
+
+The caches are informers filtered by the origin label: the workload reconciler reads remote
+copies from them instead of sending a GET per reconcile, and every (re)connect lists afresh, which
+replays each remote object to the reconciler, as upstream's watch without resourceVersion does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import structlog
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient, NotFound
+from kube_runtime.clock import Clock
+from kube_runtime.conditions import format_time
+from kube_runtime.informer import Informer, object_key
+
+log = structlog.get_logger("manager.remote")
+
+Obj = dict[str, Any]
+
+
+def retry_after(failed_attempts: int) -> float:
+    """Reconnect backoff: 0, then 5 s doubling per failed attempt, saturating at 320 s."""
+    if failed_attempts <= 0:
+        return 0.0
+    steps = min(failed_attempts, api.RECONNECT_MAX_STEPS)
+    return api.RECONNECT_BASE_DELAY * 2 ** (steps - 1)
+
+
+def establish_timeout(failed_attempts: int) -> float:
+    return min(api.WATCH_ESTABLISH_BASE_TIMEOUT * 2**failed_attempts, api.WATCH_ESTABLISH_MAX_TIMEOUT)
+
+
+class ConnectError(Exception):
+    pass
+
+
+class RemoteClient:
+    """Connection to one worker. `refresh(kubeconfig)` (re)connects; the cluster controller calls
+    it while holding `lock`, so a slow worker never blocks the others."""
+
+    def __init__(
+        self,
+        name: str,
+        origin: str,
+        watched: Iterable[tuple[api.Resource, Callable[[Obj], list[str]]]],
+        clock: Clock,
+        *,
+        on_event: Callable[[str, list[str]], None],
+        on_lost: Callable[[str], None],
+        qps: float | None = None,
+        burst: int = 100,
+        inactivity_timeout: float = 60.0,
+    ) -> None:
+        self.name = name
+        self.origin = origin
+        self._watched = list(watched)
+        self.clock = clock
+        self._on_event = on_event
+        self._on_lost = on_lost
+        self._qps, self._burst = qps, burst
+        self._inactivity_timeout = inactivity_timeout
+        self.lock = asyncio.Lock()
+        self.kube: KubeClient | None = None
+        self.config: Obj | None = None
+        self.connected = False
+        # A new client counts as lost since its creation, so a manager restart re-anchors the
+        # worker-lost grace period instead of evicting at once (§3.1.4).
+        self.disconnected_since: dt.datetime | None = clock.now()
+        self.failed_attempts = 0
+        self.next_attempt: dt.datetime | None = None
+        self._informers: dict[api.Resource, Informer] = {}
+        self._failure: asyncio.Event | None = None
+        self._last_error = ""
+
+    # -- state -------------------------------------------------------------------------------
+
+    def mark_connected(self) -> None:
+        self.connected = True
+        self.disconnected_since = None
+
+    def mark_disconnected(self) -> bool:
+        """Returns whether it was connected; the first loss time is kept across repeated failures."""
+        was = self.connected
+        self.connected = False
+        if self.disconnected_since is None:
+            self.disconnected_since = self.clock.now()
+        return was
+
+    def attempts_suffix(self) -> str:
+        if self.failed_attempts < 1 or self.next_attempt is None:
+            return ""
+        return api.connection_attempts_suffix(self.failed_attempts, format_time(self.next_attempt))
+
+    def cache(self, resource: api.Resource) -> Informer | None:
+        """The watch cache of `resource` (objects of our origin) while connected."""
+        return self._informers.get(resource) if self.connected else None
+
+    def remote_workload(self, namespace: str, name: str) -> Obj | None:
+        informer = self.cache(api.WORKLOAD)
+        return informer.get(f"{namespace}/{name}") if informer is not None else None
+
+    def remote_workloads(self) -> list[Obj]:
+        informer = self.cache(api.WORKLOAD)
+        return informer.list() if informer is not None else []
+
+    # -- connecting --------------------------------------------------------------------------
+
+    async def refresh(self, kubeconfig: Obj) -> tuple[float, str]:
+        """Connect with `kubeconfig` unless already connected with it. Returns (retry_after, error):
+        (0, "") connected; (t, "") still inside the backoff window; (t, error) this attempt failed."""
+        if kubeconfig == self.config and self.connected:
+            return 0.0, ""
+        await self.stop_watches()
+        if kubeconfig != self.config:
+            self.config = kubeconfig
+            self.failed_attempts = 0
+            self.next_attempt = None
+        now = self.clock.now()
+        if not self.connected and self.next_attempt is not None and self.next_attempt > now:
+            return (self.next_attempt - now).total_seconds(), ""
+        try:
+            await self._connect(kubeconfig)
+        except Exception as exc:  # any failure: count it and back off
+            await self.stop_watches()
+            self.failed_attempts += 1
+            delay = retry_after(self.failed_attempts)
+            self.next_attempt = self.clock.now() + dt.timedelta(seconds=delay)
+            self._last_error = str(exc) or type(exc).__name__
+            return delay, self._last_error
+        self.mark_connected()
+        self.failed_attempts = 0
+        self.next_attempt = None
+        return 0.0, ""
+
+    async def _connect(self, kubeconfig: Obj) -> None:
+        kube = await KubeClient.from_kubeconfig_dict(kubeconfig, qps=self._qps, burst=self._burst)
+        self.kube = kube
+        await self._check_served_version(kube)
+        failure = asyncio.Event()
+        self._failure = failure
+        errors: list[str] = []
+
+        def failed(exc: BaseException) -> None:
+            errors.append(str(exc) or type(exc).__name__)
+            failure.set()
+            if self.connected:
+                self._lost()
+
+        for resource, keys_for in self._watched:
+            informer = Informer(
+                kube,
+                resource,
+                label_selector=f"{api.LABEL_MULTIKUEUE_ORIGIN}={self.origin}",
+                inactivity_timeout=self._inactivity_timeout,
+                watch_timeout=max(5, int(self._inactivity_timeout / 2)),
+                name=f"{self.name}/{resource.plural}",
+                on_failure=failed,
+            )
+            handler = self._handler(keys_for)
+            informer.add_handler(
+                on_add=handler, on_update=lambda _old, new, h=handler: h(new), on_delete=handler
+            )
+            self._informers[resource] = informer
+            informer.start()
+        synced = asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
+        failed_wait = asyncio.ensure_future(failure.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {synced, failed_wait},
+                timeout=establish_timeout(self.failed_attempts),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            failed_wait.cancel()
+            if not synced.done():
+                synced.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await synced
+        if synced not in done:
+            raise ConnectError(errors[0] if errors else "watch establishment timed out")
+
+    async def _check_served_version(self, kube: KubeClient) -> None:
+        """Talk to the worker in a version it serves: v1beta1 (the only one we write today)."""
+        try:
+            group = await kube.request("GET", f"/apis/{api.GROUP}", request_timeout=15)
+        except NotFound as exc:
+            raise ConnectError(f"the worker does not serve {api.GROUP}: install Kueue's CRDs there") from exc
+        versions = [v.get("version") for v in group.get("versions") or ()]
+        if api.VERSION not in versions:
+            raise ConnectError(
+                f"the worker serves {api.GROUP} versions {api.go_list(versions)} but not {api.VERSION}, "
+                "which this manager writes"
+            )
+
+    def _handler(self, keys_for: Callable[[Obj], list[str]]) -> Callable[[Obj], None]:
+        def handle(obj: Obj) -> None:
+            keys = keys_for(obj)
+            if keys:
+                self._on_event(self.name, keys)
+
+        return handle
+
+    def _lost(self) -> None:
+        """A watch of a connected worker failed: disconnected from now (or the first loss)."""
+        if self.mark_disconnected():
+            log.warning("lost the connection to a worker", cluster=self.name, error=self._last_error)
+            self._on_lost(self.name)
+
+    async def stop_watches(self) -> None:
+        informers, self._informers = list(self._informers.values()), {}
+        for informer in informers:
+            await informer.stop()
+        if self.kube is not None:
+            kube, self.kube = self.kube, None
+            await kube.close()
+
+    async def close(self) -> None:
+        self.mark_disconnected()
+        await self.stop_watches()
+
+
+def workload_keys(obj: Obj) -> list[str]:
+    return [object_key(obj)]

@@ -1,0 +1,507 @@
+"""One reconcile per manager Workload that carries a MultiKueue admission check (multikueue-spec
+§3.4), in upstream's order: clean up when it has no quota or is finished, mirror a remote
+Finished, turn a remote eviction into Retry, replace out-of-sync copies, let the first admitted
+copy win (the job is created there, the check becomes Ready), keep it Ready through a short
+worker loss, and otherwise nominate workers and keep their copies in sync."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from kube_runtime import api
+from kube_runtime.client import AlreadyExists, KubeClient, NotFound
+from kube_runtime.clock import Clock
+from kube_runtime.conditions import find_status_condition, format_time
+from kube_runtime.controller import Result
+from kube_runtime.events import EventRecorder
+from kube_runtime.informer import Informer, object_key
+from manager.adapters.base import Adapter, check_ownership, remote_object
+from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
+from manager.clusters import Remotes
+from manager.metrics import ManagerMetrics
+from manager.remote import RemoteClient
+from worker_agent import workload as wlutil
+
+log = structlog.get_logger("manager.workload")
+
+Obj = dict[str, Any]
+
+
+class DispatchError(Exception):
+    """Errors collected over several workers; the reconcile is retried with backoff."""
+
+
+def owner_gvk(ref: Obj) -> str:
+    """Go's GroupVersionKind.String() of an owner reference: `batch/v1, Kind=Job`, `/v1, Kind=Pod`."""
+    api_version = ref.get("apiVersion") or ""
+    group_version = api_version if "/" in api_version else f"/{api_version}"
+    return f"{group_version}, Kind={ref.get('kind')}"
+
+
+def best_match(remotes: dict[str, Obj | None], condition_type: str) -> tuple[str, Obj] | None:
+    """The worker whose copy has `condition_type` True since the earliest time (§3.4.2)."""
+    best: tuple[str, str, Obj] | None = None
+    for cluster, remote in sorted(remotes.items()):
+        if remote is None:
+            continue
+        condition = find_status_condition((remote.get("status") or {}).get("conditions"), condition_type)
+        if condition is None or condition.get("status") != "True":
+            continue
+        since = condition.get("lastTransitionTime") or ""
+        if best is None or since < best[1]:
+            best = (cluster, since, condition)
+    return (best[0], best[2]) if best else None
+
+
+def spec_without_gates(wl: Obj) -> Obj:
+    spec = dict(wl.get("spec") or {})
+    spec.pop("preemptionGates", None)
+    return spec
+
+
+PRIORITY_FIELDS = ("priorityClassName", "priorityClassSource", "priority")
+
+
+def only_priority_differs(local: Obj, remote: Obj) -> bool:
+    """A WorkloadPriorityClass-based priority change is patched into the copy, not re-dispatched."""
+    local_spec, remote_spec = spec_without_gates(local), spec_without_gates(remote)
+    if local_spec.get("priorityClassSource") != api.PRIORITY_CLASS_SOURCE_WORKLOAD:
+        return False
+    rest_local = {k: v for k, v in local_spec.items() if k not in PRIORITY_FIELDS}
+    rest_remote = {k: v for k, v in remote_spec.items() if k not in PRIORITY_FIELDS}
+    return rest_local == rest_remote
+
+
+def remote_copy(local: Obj, origin: str) -> Obj:
+    """cloneForCreate (§3.4.6): name, namespace, labels (job-uid dropped, origin added),
+    annotations, the spec; no owners, finalizers or status."""
+    meta = local["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != api.LABEL_JOB_UID}
+    labels[api.LABEL_MULTIKUEUE_ORIGIN] = origin
+    copy_meta: Obj = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
+    if meta.get("annotations"):
+        copy_meta["annotations"] = dict(meta["annotations"])
+    return {
+        "apiVersion": api.WORKLOAD.api_version,
+        "kind": api.WORKLOAD.kind,
+        "metadata": copy_meta,
+        "spec": copy.deepcopy(local.get("spec") or {}),
+    }
+
+
+@dataclass
+class Group:
+    """What one reconcile knows about the workers of a Workload's MultiKueueConfig."""
+
+    available: dict[str, RemoteClient] = field(default_factory=dict)
+    unavailable: list[str] = field(default_factory=list)
+    remotes: dict[str, Obj | None] = field(default_factory=dict)
+
+
+class WorkloadReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        workloads: Informer,
+        checks: Informer,
+        ac_controller: AdmissionCheckController,
+        remotes: Remotes,
+        adapters: dict[str, Adapter],
+        recorder: EventRecorder,
+        metrics: ManagerMetrics,
+        clock: Clock,
+        origin: str,
+        worker_lost_timeout: float,
+        all_at_once: bool,
+    ) -> None:
+        self.kube = kube
+        self.workloads = workloads
+        self.checks = checks
+        self.ac_controller = ac_controller
+        self.remotes = remotes
+        self.adapters = adapters
+        self.recorder = recorder
+        self.metrics = metrics
+        self.clock = clock
+        self.origin = origin
+        self.worker_lost_timeout = worker_lost_timeout
+        self.all_at_once = all_at_once
+        # Deleted Workloads, kept until their remote objects are gone (§2.3).
+        self.deleted: dict[str, Obj] = {}
+        self.on_ready: list[Callable[[Obj], None]] = []
+
+    def remember_deleted(self, wl: Obj) -> None:
+        self.deleted[object_key(wl)] = wl
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def multikueue_check(self, wl: Obj) -> tuple[Obj, Obj] | None:
+        """(AdmissionCheck, its state on `wl`) for the first check state whose check is ours."""
+        for state in (wl.get("status") or {}).get("admissionChecks") or ():
+            check = self.checks.get(state.get("name", ""))
+            if is_multikueue_check(check):
+                return check, state
+        return None
+
+    def resolve_adapter(self, wl: Obj) -> tuple[Adapter | None, str, str]:
+        """(adapter, owner name, owner GVK) from the job-owner annotations, else the controller
+        owner reference, else the first owner reference."""
+        meta = wl["metadata"]
+        annotations = meta.get("annotations") or {}
+        gvk = annotations.get(api.ANNOTATION_JOB_OWNER_GVK, "")
+        owner_name = annotations.get(api.ANNOTATION_JOB_OWNER_NAME, "")
+        if gvk in self.adapters and owner_name:
+            return self.adapters[gvk], owner_name, gvk
+        refs = meta.get("ownerReferences") or []
+        ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if ref is None:
+            return None, "", ""
+        gvk = owner_gvk(ref)
+        return self.adapters.get(gvk), ref.get("name", ""), gvk
+
+    def read_group(self, wl: Obj, check: Obj) -> Group:
+        group = Group()
+        meta = wl["metadata"]
+        for cluster in self.ac_controller.config_clusters(check) or ():
+            client = self.remotes.available(cluster)
+            if client is None:
+                group.unavailable.append(cluster)
+                continue
+            group.available[cluster] = client
+            group.remotes[cluster] = client.remote_workload(meta["namespace"], meta["name"])
+        return group
+
+    # -- the reconcile -----------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> Result | None:
+        wl = self.workloads.get(key)
+        deleted = wl is None or bool(wl["metadata"].get("deletionTimestamp"))
+        if wl is None:
+            wl = self.deleted.get(key)
+            if wl is None:
+                return None
+        found = self.multikueue_check(wl)
+        if found is None or found[1].get("state") == api.CHECK_STATE_REJECTED:
+            self.deleted.pop(key, None)
+            self.metrics.forget(key)
+            return None
+        check, state = found
+        adapter, owner_name, gvk = self.resolve_adapter(wl)
+        if adapter is None:
+            message = api.no_adapter_for_owner_message(gvk) if gvk else api.MSG_NO_ADAPTER
+            await self.update_check_state(wl, state, api.CHECK_STATE_REJECTED, message)
+            return None
+        namespace = wl["metadata"]["namespace"]
+        if not deleted:
+            managed, reason = adapter.is_managed(namespace, owner_name)
+            if not managed:
+                message = api.owner_not_managed_message(reason)
+                await self.update_check_state(wl, state, api.CHECK_STATE_REJECTED, message)
+                return None
+        group = self.read_group(wl, check)
+        if deleted:
+            for client in group.available.values():
+                await self.remove_remote_objects(
+                    client, adapter, namespace, owner_name, wl["metadata"]["name"]
+                )
+            self.deleted.pop(key, None)
+            self.metrics.forget(key)
+            return None
+        return await self.reconcile_group(wl, state, adapter, owner_name, group)
+
+    async def reconcile_group(
+        self, wl: Obj, state: Obj, adapter: Adapter, owner_name: str, group: Group
+    ) -> Result | None:
+        meta = wl["metadata"]
+        namespace, name, key = meta["namespace"], meta["name"], object_key(wl)
+        # 1. Nothing runs for this Workload here any more: nothing may run remotely either.
+        if wlutil.is_finished(wl) or not wlutil.has_quota_reservation(wl):
+            errors = []
+            for client in group.available.values():
+                try:
+                    await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
+                except Exception as exc:
+                    errors.append(f"cluster {client.name}: {exc}")
+            if errors:
+                raise DispatchError("; ".join(errors))
+            if wlutil.is_finished(wl):
+                self.metrics.forget(key)
+            return Result(requeue_after=self.worker_lost_timeout) if group.unavailable else None
+
+        # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync).
+        finished = best_match(group.remotes, api.WORKLOAD_FINISHED)
+        if finished is not None:
+            cluster, condition = finished
+            if condition.get("reason") == api.REASON_OUT_OF_SYNC:
+                if state.get("state") != api.CHECK_STATE_READY:
+                    return None
+                message = api.remote_out_of_sync_message(cluster)
+                await self.update_check_state(wl, state, api.CHECK_STATE_RETRY, message)
+                self.recorder.record(
+                    wl, "Warning", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE,
+                    api.acs_update_message(message, api.CHECK_STATE_READY),
+                )  # fmt: skip
+                return None
+            client = group.available[cluster]
+            await self.sync_job(client, adapter, namespace, owner_name, name)
+            updated = wlutil.working_copy(wl)
+            reason, message = condition.get("reason", ""), condition.get("message", "")
+            wlutil.set_condition(updated, api.WORKLOAD_FINISHED, "True", reason, message, self.clock.now())
+            await wlutil.apply_admission_status(self.kube, updated, strict=True)
+            self.metrics.forget(key)
+            return None
+
+        # 3. Evicted on its worker: Retry, so that the manager evicts and requeues it.
+        evicted = best_match(group.remotes, api.WORKLOAD_EVICTED)
+        if evicted is not None:
+            cluster, _ = evicted
+            if wlutil.is_evicted(wl):
+                client = group.available[cluster]
+                if await self.sync_job(client, adapter, namespace, owner_name, name):
+                    return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER)
+                return None
+            if state.get("state") == api.CHECK_STATE_READY:
+                message = api.evicted_on_worker_message((wl.get("status") or {}).get("clusterName", ""))
+                updated = wlutil.working_copy(wl)
+                self._set_state(updated, state["name"], api.CHECK_STATE_RETRY, message)
+                await wlutil.apply_admission_status(self.kube, updated, strict=True)
+                self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
+                return None
+
+        # 4. Copies whose spec no longer matches ours are replaced (priority is patched in place).
+        for cluster, remote in list(group.remotes.items()):
+            if remote is None or spec_without_gates(remote) == spec_without_gates(wl):
+                continue
+            client = group.available[cluster]
+            if only_priority_differs(wl, remote):
+                patched = copy.deepcopy(remote)
+                for field_name in PRIORITY_FIELDS:
+                    if field_name in (wl.get("spec") or {}):
+                        patched["spec"][field_name] = wl["spec"][field_name]
+                await client.kube.replace(api.WORKLOAD, patched)
+                continue
+            await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
+            group.remotes[cluster] = None
+
+        # 5. The first admitted copy wins.
+        admitting = best_match(group.remotes, api.WORKLOAD_ADMITTED)
+        if admitting is None and state.get("state") == api.CHECK_STATE_READY:
+            return await self._admitting_remote_missing(wl, state, group)
+        if admitting is not None:
+            return await self._sync_admitting_remote(wl, state, adapter, owner_name, group, admitting[0])
+
+        # 6. Nothing admitted yet: nominate workers and keep copies on exactly those.
+        if state.get("state") != api.CHECK_STATE_PENDING or (wl.get("status") or {}).get("clusterName"):
+            return None
+        await self.nominate_and_synchronize(wl, adapter, owner_name, group)
+        return None
+
+    async def _admitting_remote_missing(self, wl: Obj, state: Obj, group: Group) -> Result | None:
+        admitting = (wl.get("status") or {}).get("clusterName", "")
+        if admitting and admitting in group.unavailable:
+            client = self.remotes.get(admitting)
+            lost_since = (client.disconnected_since if client is not None else None) or self.clock.now()
+            remaining = self.worker_lost_timeout - (self.clock.now() - lost_since).total_seconds()
+            if remaining > 0:
+                return Result(requeue_after=remaining)
+            message = api.MSG_ADMITTING_REMOTE_LOST
+        elif not admitting:
+            message = api.MSG_READY_WITHOUT_CLUSTER
+        else:
+            message = api.MSG_ADMITTING_REMOTE_GONE
+        await self.update_check_state(wl, state, api.CHECK_STATE_RETRY, message)
+        return None
+
+    async def _sync_admitting_remote(
+        self, wl: Obj, state: Obj, adapter: Adapter, owner_name: str, group: Group, cluster: str
+    ) -> Result:
+        meta = wl["metadata"]
+        namespace, name, key = meta["namespace"], meta["name"], object_key(wl)
+        for other, remote in group.remotes.items():
+            if other != cluster and remote is not None:
+                await self.remove_remote_objects(group.available[other], adapter, namespace, owner_name, name)
+        client = group.available[cluster]
+        self.metrics.stage(key, "remote_admitted")
+        if wlutil.has_quota_reservation(wl) and wlutil.is_evicted(wl):
+            await self._deactivate_remote(client, wl, group.remotes[cluster])
+            return Result(requeue_after=self.worker_lost_timeout)
+        deferred = await self.sync_job(client, adapter, namespace, owner_name, name)
+        status = wl.get("status") or {}
+        if state.get("state") not in (api.CHECK_STATE_RETRY, api.CHECK_STATE_REJECTED):
+            message = api.admitted_on_worker_message(cluster)
+            current = status.get("clusterName")
+            if current and current != cluster:
+                raise DispatchError(
+                    f"attempting to change immutable ClusterName from {api.go_quote(current)} to "
+                    f"{api.go_quote(cluster)}"
+                )
+            became_ready = state.get("state") != api.CHECK_STATE_READY
+            if (
+                became_ready
+                or state.get("message") != message
+                or not current
+                or status.get("nominatedClusterNames")
+            ):
+                updated = wlutil.working_copy(wl)
+                self._set_state(
+                    updated, state["name"], api.CHECK_STATE_READY, message, keep_time=not became_ready
+                )
+                updated["status"]["clusterName"] = cluster
+                updated["status"].pop("nominatedClusterNames", None)
+                await wlutil.apply_admission_status(self.kube, updated, strict=True)
+                if became_ready:
+                    self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
+                    cq = (status.get("admission") or {}).get("clusterQueue", "")
+                    self.metrics.admitted(cq, cluster)
+                    self.metrics.stage(key, "check_ready")
+                    for callback in self.on_ready:
+                        callback(wl)
+        if not deferred and state.get("state") == api.CHECK_STATE_READY:
+            self.metrics.stage(key, "status_mirrored")
+        return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER if deferred else self.worker_lost_timeout)
+
+    async def _deactivate_remote(self, client: RemoteClient, wl: Obj, remote: Obj | None) -> None:
+        """The manager evicted a Workload that still runs remotely: ask the worker to evict it."""
+        if remote is None:
+            return
+        evicted = (
+            find_status_condition((wl.get("status") or {}).get("conditions"), api.WORKLOAD_EVICTED) or {}
+        )
+        message = api.evicted_on_manager_message(evicted.get("message", ""))
+        updated = wlutil.working_copy(remote)
+        changed = wlutil.set_deactivation_target(
+            updated, api.REASON_EVICTED_ON_MANAGER_CLUSTER, message, self.clock.now()
+        )
+        if changed:
+            await wlutil.apply_admission_status(client.kube, updated)
+
+    async def nominate_and_synchronize(
+        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group
+    ) -> None:
+        status = wl.get("status") or {}
+        others = [
+            s
+            for s in status.get("admissionChecks") or ()
+            if not is_multikueue_check(self.checks.get(s.get("name", "")))
+        ]
+        if any(s.get("state") != api.CHECK_STATE_READY for s in others):
+            return  # other checks first (§3.4.4 step 2); their change brings us back
+        self.metrics.stage(object_key(wl), "quota_reserved")
+        current = list(status.get("nominatedClusterNames") or ())
+        if self.all_at_once:
+            nominated = sorted(group.available)
+            if set(nominated) != set(current):
+                await self.set_nominated(wl, nominated)
+        else:
+            nominated = current
+        errors = [
+            f"cluster {name}: no remote client for nominated cluster"
+            for name in nominated
+            if name not in group.available
+        ]
+        meta = wl["metadata"]
+        created = []
+        for cluster, client in group.available.items():
+            remote = group.remotes.get(cluster)
+            if cluster in nominated and remote is None:
+                try:
+                    await client.kube.create(api.WORKLOAD, remote_copy(wl, self.origin))
+                except AlreadyExists:
+                    continue
+                except Exception as exc:
+                    errors.append(f"cluster {cluster}: {exc}")
+                    continue
+                created.append(cluster)
+                self.metrics.dispatched((status.get("admission") or {}).get("clusterQueue", ""), cluster)
+            elif cluster not in nominated and remote is not None:
+                await self.remove_remote_objects(client, adapter, meta["namespace"], owner_name, meta["name"])
+        if created:
+            self.metrics.stage(object_key(wl), "dispatched")
+            self.recorder.record(
+                wl, "Normal", api.EVENT_MULTIKUEUE_DISPATCHED, api.EVENT_ACTION_DISPATCH,
+                f"Dispatched to worker clusters: {api.go_list(sorted(created))}",
+            )  # fmt: skip
+        if errors:
+            raise DispatchError("; ".join(errors))
+
+    async def sync_job(
+        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
+    ) -> bool:
+        """Create or mirror the job on the admitting worker, unless a foreign object holds its name."""
+        remote_job = await remote_object(client, adapter.resource, namespace, owner_name)
+        check_ownership(remote_job, adapter.resource, self.origin)
+        return await adapter.sync_job(client, namespace, owner_name, workload_name)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def set_nominated(self, wl: Obj, nominated: list[str]) -> None:
+        updated = wlutil.working_copy(wl)
+        updated.setdefault("status", {})["nominatedClusterNames"] = nominated
+        await wlutil.apply_admission_status(self.kube, updated, strict=True)
+
+    def _set_state(self, wl: Obj, check_name: str, state: str, message: str, keep_time: bool = False) -> None:
+        for entry in wl["status"].get("admissionChecks") or ():
+            if entry.get("name") == check_name:
+                entry["state"] = state
+                entry["message"] = wlutil.truncate_message(message)
+                if not keep_time:
+                    entry["lastTransitionTime"] = format_time(self.clock.now())
+
+    async def update_check_state(self, wl: Obj, state: Obj, new_state: str, message: str) -> None:
+        """updateACS (§2.4): only our check state, under our own field manager, with the old state."""
+        body = {
+            "apiVersion": api.WORKLOAD.api_version,
+            "kind": api.WORKLOAD.kind,
+            "metadata": {"name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"]},
+            "status": {
+                "admissionChecks": [
+                    {
+                        "name": state["name"],
+                        "state": new_state,
+                        "lastTransitionTime": format_time(self.clock.now()),
+                        "message": wlutil.truncate_message(
+                            api.acs_update_message(message, state.get("state", ""))
+                        ),
+                    }
+                ]
+            },
+        }
+        try:
+            await self.kube.apply_status(api.WORKLOAD, body, api.FIELD_MANAGER_MULTIKUEUE, force=True)
+        except NotFound:
+            return
+
+    async def remove_remote_objects(
+        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
+    ) -> None:
+        """§3.4.5: the job object first (even when the Workload copy is already gone), then the
+        copy, after dropping its resource-in-use finalizer."""
+        if owner_name:
+            await adapter.delete_remote(client, namespace, owner_name)
+        remote = client.remote_workload(namespace, workload_name)
+        if remote is None:
+            return
+        try:
+            finalizers = remote["metadata"].get("finalizers") or []
+            if api.FINALIZER_RESOURCE_IN_USE in finalizers:
+                kept = [f for f in finalizers if f != api.FINALIZER_RESOURCE_IN_USE]
+                await client.kube.patch_merge(
+                    api.WORKLOAD,
+                    workload_name,
+                    {
+                        "metadata": {
+                            "finalizers": kept or None,
+                            "resourceVersion": remote["metadata"]["resourceVersion"],
+                        }
+                    },
+                    namespace,
+                )
+            await client.kube.delete(api.WORKLOAD, workload_name, namespace)
+        except NotFound:
+            return

@@ -1,0 +1,339 @@
+"""MultiKueue on the test fleet: a worker_agent in-process on the manager cluster and on each
+worker, the manager in-process, and the setup guide's objects (Secrets, MultiKueueClusters, a
+MultiKueueConfig, an AdmissionCheck, queues) under names unique to the test. Each test uses its
+own origin, so the copies of one test are invisible to the next one's manager."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from admission_kit import cluster_queue, eventually, local_queue, resource_flavor, running_agent, unique
+
+from kube_runtime import api
+from kube_runtime.client import AlreadyExists, KubeClient, NotFound
+from kube_runtime.conditions import find_status_condition
+from manager.config import ManagerOptions, parse_manager_config
+from manager.manager import Manager
+
+Obj = dict[str, Any]
+CONFIG_NAMESPACE = "kueue-system"
+TEST_OPTIONS = ManagerOptions(
+    remote_event_batch_seconds=0.1, watch_inactivity_timeout=6.0, path_poll_interval=0.2
+)
+
+
+KEEP_RUNNING_ANNOTATION = "kueue-federation.dev/keep-running"  # kwok never completes such pods
+
+
+def mk_job(
+    name: str, queue: str = "main", cpu: str = "1", managed: bool = True, keep_running: bool = False
+) -> Obj:
+    """A suspended batch/v1 Job for the manager (spec.managedBy as the Job webhook would set it)."""
+    spec: Obj = {
+        "suspend": True,
+        "parallelism": 1,
+        "completions": 1,
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+            },
+        },
+    }
+    if keep_running:
+        spec["template"]["metadata"]["annotations"] = {KEEP_RUNNING_ANNOTATION: "true"}
+    if managed:
+        spec["managedBy"] = api.MANAGED_BY_MULTIKUEUE
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: queue}},
+        "spec": spec,
+    }
+
+
+def condition(obj: Obj | None, ctype: str) -> Obj | None:
+    return find_status_condition(((obj or {}).get("status") or {}).get("conditions"), ctype)
+
+
+def active(obj: Obj | None) -> tuple[str, str, str] | None:
+    c = condition(obj, "Active")
+    return (c["status"], c["reason"], c["message"]) if c else None
+
+
+def check_state(wl: Obj | None, check: str) -> Obj | None:
+    for state in ((wl or {}).get("status") or {}).get("admissionChecks") or ():
+        if state.get("name") == check:
+            return state
+    return None
+
+
+@dataclass
+class MultiKueueEnv:
+    fleet: Any
+    manager_kube: KubeClient
+    namespace: str
+    prefix: str
+    worker_kubes: dict[str, KubeClient] = field(default_factory=dict)
+    clusters: dict[str, str] = field(default_factory=dict)  # MultiKueueCluster name -> fleet worker
+    check: str = ""
+    config_name: str = ""
+    origin: str = ""
+    cleanup: list[tuple[KubeClient, api.Resource, str, str | None]] = field(default_factory=list)
+    manager: Manager | None = None
+    _manager_task: asyncio.Task[None] | None = None
+
+    # -- objects -------------------------------------------------------------------------------
+
+    async def create(self, kube: KubeClient, resource: api.Resource, obj: Obj) -> Obj:
+        created = await kube.create(resource, obj, namespace=obj["metadata"].get("namespace"))
+        self.cleanup.append((kube, resource, obj["metadata"]["name"], obj["metadata"].get("namespace")))
+        return created
+
+    def worker_kubeconfig_text(self, worker: str) -> str:
+        return Path(self.fleet.multikueue_kubeconfig(worker)).read_text()
+
+    async def put_secret(self, name: str, kubeconfig_text: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": CONFIG_NAMESPACE},
+            "stringData": {"kubeconfig": kubeconfig_text},
+        }
+        try:
+            await self.create(self.manager_kube, api.SECRET, body)
+        except AlreadyExists:
+            await self.manager_kube.replace(api.SECRET, {**body, "metadata": body["metadata"]})
+
+    async def add_cluster(self, name: str, secret: str | None = None, path: str | None = None) -> None:
+        kube_config = (
+            {"locationType": "Path", "location": path}
+            if path
+            else {"locationType": "Secret", "location": secret or f"{name}-secret"}
+        )
+        await self.create(
+            self.manager_kube,
+            api.MULTIKUEUE_CLUSTER,
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": name},
+                "spec": {"kubeConfig": kube_config},
+            },
+        )
+
+    async def add_config(self, clusters: list[str]) -> None:
+        await self.create(
+            self.manager_kube,
+            api.MULTIKUEUE_CONFIG,
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "MultiKueueConfig",
+                "metadata": {"name": self.config_name},
+                "spec": {"clusters": clusters},
+            },
+        )
+
+    async def add_check(self) -> None:
+        await self.create(
+            self.manager_kube,
+            api.ADMISSION_CHECK,
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": self.check},
+                "spec": {
+                    "controllerName": api.MULTIKUEUE_CONTROLLER_NAME,
+                    "parameters": {
+                        "apiGroup": api.GROUP,
+                        "kind": "MultiKueueConfig",
+                        "name": self.config_name,
+                    },
+                },
+            },
+        )
+
+    async def add_queues(self, kube: KubeClient, cpu: str, checks: list[str] | None = None) -> str:
+        rf, cq = unique("rf"), unique("cq")
+        await self.create(kube, api.RESOURCE_FLAVOR, resource_flavor(rf))
+        await self.create(
+            kube, api.CLUSTER_QUEUE, cluster_queue(cq, {rf: {"cpu": cpu}}, admission_checks=checks)
+        )
+        await kube.create(api.LOCAL_QUEUE, local_queue(self.namespace, "main", cq), namespace=self.namespace)
+        return cq
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def get(
+        self, kube: KubeClient, resource: api.Resource, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        try:
+            return await kube.get(resource, name, namespace)
+        except NotFound:
+            return None
+
+    async def cluster_active(self, name: str) -> tuple[str, str, str] | None:
+        return active(await self.get(self.manager_kube, api.MULTIKUEUE_CLUSTER, name))
+
+    async def check_active(self) -> tuple[str, str, str] | None:
+        return active(await self.get(self.manager_kube, api.ADMISSION_CHECK, self.check))
+
+    async def job_workload(self, job_name: str) -> Obj | None:
+        items, _ = await self.manager_kube.list(api.WORKLOAD, namespace=self.namespace)
+        for wl in items:
+            refs = wl["metadata"].get("ownerReferences") or ()
+            if any(r.get("kind") == "Job" and r.get("name") == job_name for r in refs):
+                return wl
+        return None
+
+    async def remote(self, cluster: str, resource: api.Resource, name: str) -> Obj | None:
+        return await self.get(self.worker_kubes[self.clusters[cluster]], resource, name, self.namespace)
+
+    async def remote_workloads(self, cluster: str) -> list[Obj]:
+        items, _ = await self.worker_kubes[self.clusters[cluster]].list(
+            api.WORKLOAD, namespace=self.namespace
+        )
+        return items
+
+    async def events(self, name: str, reason: str) -> list[str]:
+        items, _ = await self.manager_kube.list(api.EVENT, namespace=self.namespace)
+        return [
+            e.get("note", "")
+            for e in items
+            if (e.get("regarding") or {}).get("name") == name and e.get("reason") == reason
+        ]
+
+    # -- the manager ---------------------------------------------------------------------------
+
+    async def start_manager(
+        self, config: Obj | None = None, options: ManagerOptions = TEST_OPTIONS
+    ) -> Manager:
+        data = {
+            "namespace": CONFIG_NAMESPACE,
+            "leaderElection": {"leaderElect": False},
+            "multiKueue": {"origin": self.origin, "workerLostTimeout": "8s", "gcInterval": "1s"},
+        }
+        for key, value in (config or {}).items():
+            data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+        self.manager = Manager(
+            self.manager_kube,
+            parse_manager_config(data),
+            options=options,
+            metrics_bind_address="0",
+            health_bind_address="0",
+        )
+        self._manager_task = asyncio.get_running_loop().create_task(self.manager.run())
+        async with asyncio.timeout(30):
+            await self.manager.leading.wait()
+        return self.manager
+
+    async def stop_manager(self) -> None:
+        if self._manager_task is not None:
+            self._manager_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._manager_task
+        self._manager_task = self.manager = None
+
+    # -- fleet processes -----------------------------------------------------------------------
+
+    def apiserver_pid(self, cluster: str) -> int:
+        worker = self.clusters[cluster]
+        for proc in self.fleet.state["processes"]:
+            if proc.get("cluster") == worker and proc.get("component") == "kube-apiserver":
+                return proc["pid"]
+        raise AssertionError(f"no kube-apiserver recorded for {worker}")
+
+    @contextlib.contextmanager
+    def paused_apiserver(self, cluster: str):
+        """SIGSTOP the worker's kube-apiserver for the block (SIGCONT afterwards, whatever happens)."""
+        import os
+
+        pid = self.apiserver_pid(cluster)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+
+async def _strip_workload_finalizers(kube: KubeClient, namespace: str) -> None:
+    with contextlib.suppress(NotFound):
+        items, _ = await kube.list(api.WORKLOAD, namespace=namespace)
+        for wl in items:
+            with contextlib.suppress(NotFound):
+                await kube.patch_merge(
+                    api.WORKLOAD,
+                    wl["metadata"]["name"],
+                    {"metadata": {"finalizers": None}},
+                    namespace=namespace,
+                )
+
+
+@contextlib.asynccontextmanager
+async def multikueue(
+    fleet: Any,
+    manager_kube: KubeClient,
+    namespace: str,
+    *,
+    worker_cpu: dict[str, str] | None = None,
+    manager_cpu: str = "8",
+    setup: bool = True,
+    manager_config: Obj | None = None,
+    start_manager: bool = True,
+):
+    """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu."""
+    worker_cpu = worker_cpu or {"worker1": "4", "worker2": "4"}
+    prefix = unique("mk")
+    env = MultiKueueEnv(fleet, manager_kube, namespace, prefix)
+    env.check, env.config_name, env.origin = f"{prefix}-check", f"{prefix}-config", prefix
+    with contextlib.suppress(AlreadyExists):
+        await manager_kube.create(
+            api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NAMESPACE}}
+        )
+    stack = contextlib.AsyncExitStack()
+    try:
+        for worker, cpu in worker_cpu.items():
+            kube = await stack.enter_async_context(
+                await KubeClient.from_kubeconfig_file(fleet.kubeconfig(worker))
+            )
+            env.worker_kubes[worker] = kube
+            env.clusters[f"{prefix}-{worker}"] = worker
+            await kube.create(
+                api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+            await env.add_queues(kube, cpu)
+            await stack.enter_async_context(running_agent(kube))
+        if setup:
+            for cluster, worker in env.clusters.items():
+                await env.put_secret(f"{cluster}-secret", env.worker_kubeconfig_text(worker))
+                await env.add_cluster(cluster)
+            await env.add_config(list(env.clusters))
+            await env.add_check()
+            await env.add_queues(manager_kube, manager_cpu, checks=[env.check])
+        await stack.enter_async_context(running_agent(manager_kube))
+        if start_manager:
+            await env.start_manager(manager_config)
+        yield env
+    finally:
+        await env.stop_manager()
+        await stack.aclose()
+        for kube in env.worker_kubes.values():
+            await _strip_workload_finalizers(kube, namespace)
+            with contextlib.suppress(NotFound):
+                await kube.delete(api.NAMESPACE, namespace)
+        await _strip_workload_finalizers(manager_kube, namespace)
+        for kube, resource, name, ns in reversed(env.cleanup):
+            with contextlib.suppress(NotFound):
+                await kube.delete(resource, name, ns)
+            if not resource.namespaced:
+                with contextlib.suppress(NotFound):
+                    await kube.patch_merge(resource, name, {"metadata": {"finalizers": None}})
+
+
+__all__ = ["MultiKueueEnv", "check_state", "condition", "eventually", "mk_job", "multikueue"]

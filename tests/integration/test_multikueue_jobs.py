@@ -1,0 +1,148 @@
+"""A batch/v1 Job submitted on the manager runs on a worker (multikueue-spec §6.2): dispatch to
+every worker, the first admission wins, the Job's status is mirrored, it finishes, and nothing is
+left behind; a worker without quota is skipped; a worker eviction re-dispatches."""
+
+from __future__ import annotations
+
+import pytest
+from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
+
+from kube_runtime import api
+
+pytestmark = pytest.mark.realcluster
+
+
+async def test_job_runs_on_a_worker_and_its_status_is_mirrored(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace) as env:
+        await kube.create(api.JOB, mk_job("hello"), namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("hello"))
+        name = wl["metadata"]["name"]
+
+        async def ready():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            state = check_state(current, env.check)
+            return current if state and state["state"] == "Ready" else None
+
+        admitted = await eventually(ready, timeout=40)
+        cluster = admitted["status"]["clusterName"]
+        assert cluster in env.clusters
+        assert check_state(admitted, env.check)["message"] == f'The workload was admitted on "{cluster}"'
+        assert not admitted["status"].get("nominatedClusterNames")
+        other = next(c for c in env.clusters if c != cluster)
+
+        async def copy_only_on_winner():
+            return not await env.remote(other, api.WORKLOAD, name) or None
+
+        await eventually(copy_only_on_winner)
+        remote_job = await env.remote(cluster, api.JOB, "hello")
+        assert remote_job["metadata"]["labels"][api.LABEL_MULTIKUEUE_ORIGIN] == env.origin
+        assert remote_job["metadata"]["annotations"][api.ANNOTATION_PREBUILT_WORKLOAD_NAME] == name
+        assert "managedBy" not in remote_job["spec"]
+
+        async def succeeded():
+            job = await kube.get(api.JOB, "hello", namespace)
+            return job if (job.get("status") or {}).get("succeeded") == 1 else None
+
+        job = await eventually(succeeded, timeout=60)
+        assert condition(job, "Complete")["status"] == "True"
+
+        async def finished():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            c = condition(current, api.WORKLOAD_FINISHED)
+            return c if c and c["status"] == "True" else None
+
+        await eventually(finished, timeout=30)
+
+        async def nothing_left():
+            return (
+                not await env.remote(cluster, api.WORKLOAD, name)
+                and not await env.remote(cluster, api.JOB, "hello")
+            ) or None
+
+        await eventually(nothing_left, timeout=30)
+        notes = await env.events(name, "MultiKueue")
+        assert f'The workload was admitted on "{cluster}"' in notes
+        pods, _ = await kube.list(api.POD, namespace=namespace)
+        assert pods == [], "no pod may run on the manager cluster"
+
+
+async def test_job_lands_on_the_worker_that_has_quota(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, worker_cpu={"worker1": "0", "worker2": "4"}) as env:
+        by_worker = {w: c for c, w in env.clusters.items()}
+        await kube.create(api.JOB, mk_job("fits", keep_running=True), namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("fits"))
+
+        async def placed():
+            current = await env.get(kube, api.WORKLOAD, wl["metadata"]["name"], namespace)
+            return (current.get("status") or {}).get("clusterName")
+
+        assert await eventually(placed, timeout=40) == by_worker["worker2"]
+        assert not await env.remote(by_worker["worker1"], api.WORKLOAD, wl["metadata"]["name"])
+
+        async def running():
+            job = await kube.get(api.JOB, "fits", namespace)
+            return (job.get("status") or {}).get("active") == 1 or None
+
+        await eventually(running, timeout=30)
+        # Deleting the Job on the manager removes it and its Workload from the worker.
+        await kube.delete(api.JOB, "fits", namespace, propagation_policy="Background")
+
+        async def gone():
+            return (
+                not await env.remote(by_worker["worker2"], api.JOB, "fits")
+                and not await env.remote(by_worker["worker2"], api.WORKLOAD, wl["metadata"]["name"])
+            ) or None
+
+        await eventually(gone, timeout=40)
+
+
+async def test_job_not_managed_by_multikueue_is_rejected(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env:
+        await kube.create(api.JOB, mk_job("unmanaged", managed=False), namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("unmanaged"))
+
+        async def rejected():
+            current = await env.get(kube, api.WORKLOAD, wl["metadata"]["name"], namespace)
+            state = check_state(current, env.check)
+            return state if state and state["state"] == "Rejected" else None
+
+        state = await eventually(rejected, timeout=30)
+        assert state["message"] == (
+            'The owner is not managed by Kueue: Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" '
+            'not "", Previously: "Pending"'
+        )
+
+
+async def test_eviction_on_the_worker_redispatches(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace) as env:
+        await kube.create(api.JOB, mk_job("evicted", keep_running=True), namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("evicted"))
+        name = wl["metadata"]["name"]
+
+        async def placed():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            return (current.get("status") or {}).get("clusterName")
+
+        first = await eventually(placed, timeout=40)
+        worker_kube = env.worker_kubes[env.clusters[first]]
+        # The worker's admin deactivates the copy: the worker evicts it.
+        await worker_kube.patch_merge(api.WORKLOAD, name, {"spec": {"active": False}}, namespace)
+
+        async def evicted_event():
+            notes = await env.events(name, "MultiKueue")
+            expected = (
+                f'Workload evicted on worker cluster: "{first}", resetting for re-admission. '
+                'Previously: "Ready"'
+            )
+            return expected in notes or None
+
+        await eventually(evicted_event, timeout=40)
+
+        async def placed_again():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            state = check_state(current, env.check)
+            admitted = condition(current, api.WORKLOAD_ADMITTED)
+            ready = state and state["state"] == "Ready" and admitted and admitted["status"] == "True"
+            return (current.get("status") or {}).get("clusterName") if ready else None
+
+        assert await eventually(placed_again, timeout=60) in env.clusters

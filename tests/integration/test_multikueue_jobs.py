@@ -128,15 +128,17 @@ async def test_eviction_on_the_worker_redispatches(fleet, kube, namespace):
         # The worker's admin deactivates the copy: the worker evicts it.
         await worker_kube.patch_merge(api.WORKLOAD, name, {"spec": {"active": False}}, namespace)
 
-        async def evicted_event():
-            notes = await env.events(name, "MultiKueue")
-            expected = (
-                f'Workload evicted on worker cluster: "{first}", resetting for re-admission. '
-                'Previously: "Ready"'
-            )
-            return expected in notes or None
+        async def evicted_on_manager():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            evicted = condition(current, api.WORKLOAD_EVICTED)
+            return evicted if evicted and evicted["status"] == "True" else None
 
-        await eventually(evicted_event, timeout=40)
+        evicted = await eventually(evicted_on_manager, timeout=40)
+        assert evicted["reason"] == "AdmissionCheck"
+        assert (
+            f'Workload evicted on worker cluster: "{first}", resetting for re-admission. Previously: "Ready"'
+            in evicted["message"]
+        )
 
         async def placed_again():
             current = await env.get(kube, api.WORKLOAD, name, namespace)

@@ -8,8 +8,10 @@ built-in Job controller (or is a MultiKueue job, `spec.managedBy: kueue.x-k8s.io
 it names a LocalQueue (label `kueue.x-k8s.io/queue-name`), or its namespace has a LocalQueue named
 `default` (what the defaulting webhook does), or `manageJobsWithoutQueueName` is on.
 
-A Job whose ClusterQueue carries a MultiKueue admission check is never started here: it runs on a
-worker cluster, and its Workload's admission only tells MultiKueue to dispatch it.
+A Job whose ClusterQueue carries a MultiKueue admission check runs on a worker cluster: one with
+`spec.managedBy: kueue.x-k8s.io/multikueue` is unsuspended on admission (no pod starts: the Job
+controller ignores it, and MultiKueue mirrors the worker's status onto it); any other is never
+started here.
 """
 
 from __future__ import annotations
@@ -477,10 +479,12 @@ class JobIntegration:
             ]
         return found
 
-    def _runs_remotely(self, job: Obj, wl: Obj) -> bool:
-        """MultiKueue: the Workload's ClusterQueue (or the Workload) has a MultiKueue check."""
+    def _held_back(self, job: Obj, wl: Obj) -> bool:
+        """A Job of a MultiKueue ClusterQueue (or Workload) that the Job controller would run here
+        is never started. A Job managed by MultiKueue is unsuspended, as upstream does: the Job
+        controller leaves it alone, so it only shows the worker's status."""
         if managed_by(job) == api.MULTIKUEUE_CONTROLLER_NAME:
-            return True
+            return False
         names = {c.get("name") for c in wlstatus.check_states(wl)}
         cq_name = self.state.cluster_queue_for(wl)
         cq = self.state.cluster_queues.get(cq_name) if cq_name else None
@@ -571,7 +575,7 @@ class JobIntegration:
         # 7./8. Suspended: start when admitted, else keep the Workload's queue in step.
         if is_suspended(job):
             if wlstatus.is_admitted(wl):
-                if not self._runs_remotely(job, wl):
+                if not self._held_back(job, wl):
                     await self._start(job, wl)
                 return None
             if wlstatus.has_quota_reservation(wl):

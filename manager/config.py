@@ -40,6 +40,8 @@ class ManagerOptions:
     # How often kubeconfig files (locationType: Path) are checked for changes.
     path_poll_interval: float = 1.0
     workload_concurrency: int = 16
+    # The Incremental dispatcher's round (upstream: 5 minutes, not configurable).
+    incremental_round_seconds: float = api.INCREMENTAL_ROUND_TIMEOUT
 
 
 def feature_enabled(config: Configuration, name: str) -> bool:

@@ -9,13 +9,14 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient
+from kube_runtime.client import KubeClient, KubeClientError
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
@@ -23,16 +24,16 @@ from kube_runtime.httpserver import HealthServer
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
 from manager import kubeconfig as creds
-from manager.adapters import Adapter, JobAdapter
+from manager.adapters import Adapter, JobAdapter, OwnershipError
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
 from manager.config import ManagerOptions, feature_enabled
 from manager.dispatch import INCREMENTAL, is_external
-from manager.dispatch.incremental import IncrementalDispatcher
+from manager.dispatch.incremental import IncrementalDispatcher, NoMoreWorkers
 from manager.gc import GarbageCollector
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient, workload_keys
-from manager.workload import WorkloadReconciler
+from manager.workload import DispatchError, WorkloadReconciler
 from worker_agent.agent import parse_bind_address
 from worker_agent.config import Configuration
 from worker_agent.metrics import ClientRequestsCollector
@@ -52,6 +53,21 @@ def _active(obj: Obj | None) -> tuple[Any, ...]:
         if c.get("type") == "Active":
             return c.get("status"), c.get("reason"), c.get("message")
     return ()
+
+
+class CountedClients:
+    """The clients whose requests /metrics counts: the manager cluster's, then each worker's current
+    connection as `worker/<name>` (a worker's counts start again from 0 when it reconnects)."""
+
+    def __init__(self, local: dict[str, KubeClient], remotes: Remotes) -> None:
+        self.local = local
+        self.remotes = remotes
+
+    def items(self) -> Iterator[tuple[str, KubeClient]]:
+        yield from self.local.items()
+        for name, remote in list(self.remotes.clients.items()):
+            if remote.kube is not None:
+                yield f"worker/{name}", remote.kube
 
 
 class Manager:
@@ -76,7 +92,6 @@ class Manager:
         self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
         self.metrics = ManagerMetrics(self.registry, self.clock)
         events_kube = events_kube or kube
-        self.registry.register(ClientRequestsCollector({"main": kube, "events": events_kube}))
         self.workload_recorder = EventRecorder(
             events_kube, api.EVENT_RECORDER_WORKLOAD_CONTROLLER, self.identity, self.clock
         )
@@ -118,6 +133,9 @@ class Manager:
         job_adapter = JobAdapter(kube, self.jobs, self.clock)
         self.adapters: dict[str, Adapter] = {api.JOB.gvk: job_adapter}
         self.remotes = Remotes()
+        self.registry.register(
+            ClientRequestsCollector(CountedClients({"main": kube, "events": events_kube}, self.remotes))
+        )
         self.ac_controller = AdmissionCheckController(
             kube, self.checks, self.configs, self.clusters, self.clock
         )
@@ -150,10 +168,16 @@ class Manager:
             origin=self.origin,
             worker_lost_timeout=mk.worker_lost_timeout_seconds,
             all_at_once=not (mk.dispatcher_name == INCREMENTAL or is_external(mk.dispatcher_name)),
+            external_nominations=is_external(mk.dispatcher_name),
         )
         self.gc = GarbageCollector(self.workloads, self.remotes, self.adapters, self.origin, self.clock)
+        # Errors a reconcile reports and retries with backoff, logged without a traceback.
+        expected = (KubeClientError, DispatchError, OwnershipError, LookupError, NoMoreWorkers)
         self.cluster_ctl = Controller(
-            "multikueue_cluster", self.cluster_controller.reconcile, clock=self.clock
+            "multikueue_cluster",
+            self.cluster_controller.reconcile,
+            clock=self.clock,
+            expected_errors=expected,
         )
         self.ac_ctl = Controller("multikueue_admissioncheck", self.ac_controller.reconcile, clock=self.clock)
         self.workload_ctl = Controller(
@@ -161,6 +185,7 @@ class Manager:
             self.reconciler.reconcile,
             concurrency=self.options.workload_concurrency,
             clock=self.clock,
+            expected_errors=expected,
         )
         self.controllers = [self.cluster_ctl, self.ac_ctl, self.workload_ctl]
         self.incremental: IncrementalDispatcher | None = None
@@ -176,12 +201,16 @@ class Manager:
                 self.reconciler,
                 self.clock,
                 step_size=step,
+                round_timeout=self.options.incremental_round_seconds,
                 respect_config_order=feature_enabled(
                     config, "MultiKueueIncrementalDispatcherRespectConfigOrder"
                 ),
             )
             self.incremental_ctl = Controller(
-                "multikueue_incremental_dispatcher", self.incremental.reconcile, clock=self.clock
+                "multikueue_incremental_dispatcher",
+                self.incremental.reconcile,
+                clock=self.clock,
+                expected_errors=expected,
             )
             self.controllers.append(self.incremental_ctl)
         self._wire_handlers()

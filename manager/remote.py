@@ -37,7 +37,8 @@ def retry_after(failed_attempts: int) -> float:
 
 
 def establish_timeout(failed_attempts: int) -> float:
-    return min(api.WATCH_ESTABLISH_BASE_TIMEOUT * 2**failed_attempts, api.WATCH_ESTABLISH_MAX_TIMEOUT)
+    exponent = min(failed_attempts, 4)  # 1, 2, 4, 8 minutes, then the 10-minute cap
+    return min(api.WATCH_ESTABLISH_BASE_TIMEOUT * 2**exponent, api.WATCH_ESTABLISH_MAX_TIMEOUT)
 
 
 class ConnectError(Exception):
@@ -131,6 +132,7 @@ class RemoteClient:
         try:
             await self._connect(kubeconfig)
         except Exception as exc:  # any failure: count it and back off
+            self.mark_disconnected()
             await self.stop_watches()
             self.failed_attempts += 1
             delay = retry_after(self.failed_attempts)

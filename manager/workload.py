@@ -7,7 +7,6 @@ worker loss, and otherwise nominate workers and keep their copies in sync."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +118,7 @@ class WorkloadReconciler:
         origin: str,
         worker_lost_timeout: float,
         all_at_once: bool,
+        external_nominations: bool = False,
     ) -> None:
         self.kube = kube
         self.workloads = workloads
@@ -132,9 +132,11 @@ class WorkloadReconciler:
         self.origin = origin
         self.worker_lost_timeout = worker_lost_timeout
         self.all_at_once = all_at_once
+        # An external dispatcher owns nominatedClusterNames under its own field manager: our apply
+        # cannot drop them, and clusterName may not be set beside them (the CRD's rule).
+        self.external_nominations = external_nominations
         # Deleted Workloads, kept until their remote objects are gone (§2.3).
         self.deleted: dict[str, Obj] = {}
-        self.on_ready: list[Callable[[Obj], None]] = []
 
     def remember_deleted(self, wl: Obj) -> None:
         self.deleted[object_key(wl)] = wl
@@ -199,7 +201,12 @@ class WorkloadReconciler:
             return None
         namespace = wl["metadata"]["namespace"]
         if not deleted:
-            managed, reason = adapter.is_managed(namespace, owner_name)
+            try:
+                managed, reason = adapter.is_managed(namespace, owner_name)
+            except LookupError:
+                if wlutil.has_quota_reservation(wl) and not wlutil.is_finished(wl):
+                    raise
+                managed, reason = True, ""  # its job is gone: only clean-up is left to do
             if not managed:
                 message = api.owner_not_managed_message(reason)
                 await self.update_check_state(wl, state, api.CHECK_STATE_REJECTED, message)
@@ -210,6 +217,9 @@ class WorkloadReconciler:
                 await self.remove_remote_objects(
                     client, adapter, namespace, owner_name, wl["metadata"]["name"]
                 )
+            if group.unavailable:
+                # Kept until the unreachable workers are back: their replayed copies bring us here again.
+                return Result(requeue_after=self.worker_lost_timeout)
             self.deleted.pop(key, None)
             self.metrics.forget(key)
             return None
@@ -348,23 +358,29 @@ class WorkloadReconciler:
                 or not current
                 or status.get("nominatedClusterNames")
             ):
-                updated = wlutil.working_copy(wl)
-                self._set_state(
-                    updated, state["name"], api.CHECK_STATE_READY, message, keep_time=not became_ready
-                )
-                updated["status"]["clusterName"] = cluster
-                updated["status"].pop("nominatedClusterNames", None)
-                await wlutil.apply_admission_status(self.kube, updated, strict=True)
+                await self._mark_ready(wl, state, cluster, message, became_ready)
                 if became_ready:
                     self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
                     cq = (status.get("admission") or {}).get("clusterQueue", "")
                     self.metrics.admitted(cq, cluster)
                     self.metrics.stage(key, "check_ready")
-                    for callback in self.on_ready:
-                        callback(wl)
         if not deferred and state.get("state") == api.CHECK_STATE_READY:
             self.metrics.stage(key, "status_mirrored")
         return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER if deferred else self.worker_lost_timeout)
+
+    async def _mark_ready(self, wl: Obj, state: Obj, cluster: str, message: str, became_ready: bool) -> None:
+        """One admission-status apply: the check Ready, clusterName set, nominations cleared."""
+        base = wl
+        if self.external_nominations and (wl.get("status") or {}).get("nominatedClusterNames"):
+            meta = wl["metadata"]
+            base = await self.kube.patch_status_merge(
+                api.WORKLOAD, meta["name"], {"status": {"nominatedClusterNames": None}}, meta["namespace"]
+            )
+        updated = wlutil.working_copy(base)
+        self._set_state(updated, state["name"], api.CHECK_STATE_READY, message, keep_time=not became_ready)
+        updated["status"]["clusterName"] = cluster
+        updated["status"].pop("nominatedClusterNames", None)
+        await wlutil.apply_admission_status(self.kube, updated, strict=True)
 
     async def _deactivate_remote(self, client: RemoteClient, wl: Obj, remote: Obj | None) -> None:
         """The manager evicted a Workload that still runs remotely: ask the worker to evict it."""

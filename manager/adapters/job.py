@@ -71,7 +71,10 @@ class JobAdapter:
         self.clock = clock
 
     def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:
-        managed_by = ((self.local_job(namespace, name) or {}).get("spec") or {}).get("managedBy") or ""
+        job = self.local_job(namespace, name)
+        if job is None:  # not in the cache yet (or being deleted): look again, do not reject
+            raise LookupError(f"Job {namespace}/{name} not found on the manager cluster")
+        managed_by = (job.get("spec") or {}).get("managedBy") or ""
         if managed_by == api.MANAGED_BY_MULTIKUEUE:
             return True, ""
         return False, api.expecting_managed_by_message(managed_by)

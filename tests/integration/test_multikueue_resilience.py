@@ -1,0 +1,125 @@
+"""Workers that go away and come back (multikueue-spec §6.2): a lost admitting worker requeues the
+Workload after workerLostTimeout, a brief loss does not, a restarted manager re-anchors the grace
+period, a reconnect cleans copies that lost their manager Workload meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import yaml
+from admission_kit import consistently
+from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
+
+from kube_runtime import api
+
+pytestmark = pytest.mark.realcluster
+
+ONLY_WORKER1 = {"worker1": "4", "worker2": "0"}
+
+
+async def _admitted_on(env, kube, namespace, job: str) -> tuple[str, str]:
+    await kube.create(api.JOB, mk_job(job, keep_running=True), namespace=namespace)
+    wl = await eventually(lambda: env.job_workload(job))
+    name = wl["metadata"]["name"]
+
+    async def ready():
+        current = await env.get(kube, api.WORKLOAD, name, namespace)
+        state = check_state(current, env.check)
+        return current["status"]["clusterName"] if state and state["state"] == "Ready" else None
+
+    return name, await eventually(ready, timeout=40)
+
+
+def _still_ready(env, kube, namespace, name):
+    async def check():
+        current = await env.get(kube, api.WORKLOAD, name, namespace)
+        state = check_state(current, env.check)
+        return state is not None and state["state"] == "Ready"
+
+    return check
+
+
+def _evicted_with(env, kube, namespace, name, text):
+    async def check():
+        current = await env.get(kube, api.WORKLOAD, name, namespace)
+        evicted = condition(current, api.WORKLOAD_EVICTED)
+        # Evicted=True lasts until the quota is reserved again; the False condition keeps the message.
+        return evicted if evicted and text in evicted["message"] else None
+
+    return check
+
+
+async def test_a_brief_loss_of_the_admitting_worker_does_not_evict(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, worker_cpu=ONLY_WORKER1) as env:
+        name, cluster = await _admitted_on(env, kube, namespace, "brief")
+        with env.paused_apiserver(cluster):
+            # The watch notices after its inactivity timeout (6 s); the grace period is 8 s.
+            await consistently(_still_ready(env, kube, namespace, name), duration=9, interval=0.5)
+        await consistently(_still_ready(env, kube, namespace, name), duration=6, interval=0.5)
+
+        async def active_again():
+            return await env.cluster_active(cluster) == ("True", "Active", "Connected") or None
+
+        await eventually(active_again, timeout=30)
+
+
+async def test_a_lost_admitting_worker_requeues_the_workload_after_the_timeout(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, worker_cpu=ONLY_WORKER1) as env:
+        name, cluster = await _admitted_on(env, kube, namespace, "lost")
+        with env.paused_apiserver(cluster):
+            await asyncio.sleep(4)
+            assert await _still_ready(env, kube, namespace, name)()
+            await eventually(_evicted_with(env, kube, namespace, name, "Admitting remote lost"), timeout=40)
+
+        # Back again: the stale copy is replaced and the Workload is admitted on that worker again.
+        async def readmitted():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            state = check_state(current, env.check)
+            return state and state["state"] == "Ready" and current["status"].get("clusterName") == cluster
+
+        await eventually(readmitted, timeout=60)
+
+
+async def test_a_restarted_manager_reanchors_the_grace_period(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, worker_cpu=ONLY_WORKER1) as env:
+        name, cluster = await _admitted_on(env, kube, namespace, "restart")
+        await env.stop_manager()
+        with env.paused_apiserver(cluster):
+            await env.start_manager()
+            # Not evicted at once: the grace period (8 s) starts at the new manager's start.
+            await consistently(_still_ready(env, kube, namespace, name), duration=5, interval=0.5)
+            await eventually(_evicted_with(env, kube, namespace, name, "Admitting remote lost"), timeout=40)
+
+
+async def test_reconnect_removes_copies_whose_manager_workload_was_deleted(fleet, kube, namespace):
+    config = {"multiKueue": {"gcInterval": "0s"}}  # the reconnect alone must clean up
+    async with multikueue(fleet, kube, namespace, worker_cpu=ONLY_WORKER1, manager_config=config) as env:
+        name, cluster = await _admitted_on(env, kube, namespace, "stale")
+        secret = f"{cluster}-secret"
+        good = env.worker_kubeconfig_text(env.clusters[cluster])
+        broken = yaml.safe_load(good)
+        broken["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+        await env.put_secret(secret, yaml.safe_dump(broken))
+
+        async def inactive():
+            state = await env.cluster_active(cluster)
+            return state and state[1] == "InsecureKubeConfig"
+
+        await eventually(inactive, timeout=30)
+        await kube.delete(api.JOB, "stale", namespace, propagation_policy="Background")
+
+        async def local_gone():
+            return await env.get(kube, api.WORKLOAD, name, namespace) is None
+
+        await eventually(local_gone, timeout=30)
+        assert await env.remote(cluster, api.WORKLOAD, name), "copies stay while the worker is unreachable"
+        assert await env.remote(cluster, api.JOB, "stale")
+        await env.put_secret(secret, good)
+
+        async def cleaned():
+            return not await env.remote(cluster, api.WORKLOAD, name) and not await env.remote(
+                cluster, api.JOB, "stale"
+            )
+
+        await eventually(cleaned, timeout=40)

@@ -1,0 +1,241 @@
+"""manager.remote: the reconnect backoff schedule, the watch-establish timeout, the connection
+state the worker-lost grace period reads, and `refresh` honouring its backoff window
+(multikueue-spec §0.4, §3.1.4; upstream TestReconnectBackoff, TestConnectionStateTransitions,
+TestActiveConditionSurfacesBackoff, TestEstablishBackoffSchedule)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from kube_runtime.clock import FakeClock
+from manager.remote import ConnectError, RemoteClient, establish_timeout, retry_after
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "w1"}]}
+OTHER_KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "w1-rotated"}]}
+
+
+def new_client(clock: FakeClock) -> RemoteClient:
+    return RemoteClient(
+        "worker1", "multikueue", [], clock, on_event=lambda _cluster, _keys: None, on_lost=lambda _c: None
+    )
+
+
+class FakeConnect:
+    """Stands in for RemoteClient._connect: fails while `failing`, and counts its calls."""
+
+    def __init__(self, failing: bool = True, error: str = "connection refused") -> None:
+        self.failing = failing
+        self.error = error
+        self.calls: list[dict] = []
+
+    async def __call__(self, kubeconfig: dict) -> None:
+        self.calls.append(kubeconfig)
+        if self.failing:
+            raise ConnectError(self.error)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(start=START)
+
+
+@pytest.fixture
+def connect(monkeypatch: pytest.MonkeyPatch) -> FakeConnect:
+    fake = FakeConnect()
+
+    async def patched(self: RemoteClient, kubeconfig: dict) -> None:
+        await fake(kubeconfig)
+
+    monkeypatch.setattr(RemoteClient, "_connect", patched)
+    return fake
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+
+def test_retry_after_doubles_from_5s_and_saturates_at_320s() -> None:
+    assert [retry_after(n) for n in range(11)] == [0, 5, 10, 20, 40, 80, 160, 320, 320, 320, 320]
+    assert retry_after(10_000) == 320
+
+
+def test_retry_after_is_zero_without_failures() -> None:
+    assert retry_after(0) == 0
+    assert retry_after(-1) == 0
+
+
+def test_establish_timeout_is_1_2_4_8_minutes_then_10() -> None:
+    assert [establish_timeout(n) for n in range(7)] == [60, 120, 240, 480, 600, 600, 600]
+
+
+def test_establish_timeout_stays_capped_after_many_failures() -> None:
+    assert establish_timeout(1024) == 600
+
+
+# -- connection state --------------------------------------------------------------------------
+
+
+def test_new_client_is_disconnected_since_its_creation(clock: FakeClock) -> None:
+    client = new_client(clock)
+    assert client.connected is False
+    assert client.disconnected_since == START
+    assert client.failed_attempts == 0
+    assert client.attempts_suffix() == ""
+
+
+async def test_mark_connected_clears_the_loss_time(clock: FakeClock) -> None:
+    client = new_client(clock)
+    await clock.advance(3)
+    client.mark_connected()
+    assert client.connected is True
+    assert client.disconnected_since is None
+
+
+async def test_mark_disconnected_keeps_the_first_loss_time(clock: FakeClock) -> None:
+    client = new_client(clock)
+    client.mark_connected()
+    await clock.advance(10)
+    assert client.mark_disconnected() is True
+    first_loss = client.disconnected_since
+    assert first_loss == START + dt.timedelta(seconds=10)
+
+    await clock.advance(30)
+    assert client.mark_disconnected() is False
+    assert client.connected is False
+    assert client.disconnected_since == first_loss
+
+
+async def test_mark_disconnected_on_a_new_client_keeps_the_creation_time(clock: FakeClock) -> None:
+    client = new_client(clock)
+    await clock.advance(5)
+    assert client.mark_disconnected() is False
+    assert client.disconnected_since == START
+
+
+# -- refresh and its backoff window ------------------------------------------------------------
+
+
+async def test_failed_refresh_counts_the_attempt_and_schedules_the_next(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    client = new_client(clock)
+    delay, error = await client.refresh(KUBECONFIG)
+    assert (delay, error) == (5, "connection refused")
+    assert client.failed_attempts == 1
+    assert client.next_attempt == START + dt.timedelta(seconds=5)
+    assert client.connected is False
+    assert connect.calls == [KUBECONFIG]
+
+
+async def test_attempts_suffix_names_the_count_and_the_next_attempt_in_utc(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    client = new_client(clock)
+    await client.refresh(KUBECONFIG)
+    assert client.attempts_suffix() == (
+        "; connection attempts: 1, next connection attempt: 2026-01-01T00:00:05Z"
+    )
+
+
+async def test_refresh_inside_the_backoff_window_does_not_connect(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    client = new_client(clock)
+    await client.refresh(KUBECONFIG)
+    await clock.advance(2)
+
+    assert await client.refresh(KUBECONFIG) == (3, "")
+    assert len(connect.calls) == 1
+    assert client.failed_attempts == 1
+    assert client.next_attempt == START + dt.timedelta(seconds=5)
+
+
+async def test_each_failure_after_the_window_doubles_the_delay(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    client = new_client(clock)
+    delays = []
+    for _ in range(9):
+        delay, error = await client.refresh(KUBECONFIG)
+        assert error == "connection refused"
+        delays.append(delay)
+        await clock.advance(delay)
+    assert delays == [5, 10, 20, 40, 80, 160, 320, 320, 320]
+    assert client.failed_attempts == 9
+    assert len(connect.calls) == 9
+
+
+async def test_successful_refresh_connects_and_resets_the_attempts(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    client = new_client(clock)
+    await client.refresh(KUBECONFIG)
+    await clock.advance(5)
+    connect.failing = False
+
+    assert await client.refresh(KUBECONFIG) == (0, "")
+    assert client.connected is True
+    assert client.disconnected_since is None
+    assert client.failed_attempts == 0
+    assert client.next_attempt is None
+    assert client.attempts_suffix() == ""
+
+
+async def test_refresh_with_the_same_config_while_connected_is_a_no_op(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    connect.failing = False
+    client = new_client(clock)
+    await client.refresh(KUBECONFIG)
+    assert await client.refresh(dict(KUBECONFIG)) == (0, "")
+    assert len(connect.calls) == 1
+
+
+async def test_a_lost_client_reconnects_with_the_same_config_at_once(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    connect.failing = False
+    client = new_client(clock)
+    await client.refresh(KUBECONFIG)
+    client.mark_disconnected()
+
+    assert await client.refresh(KUBECONFIG) == (0, "")
+    assert len(connect.calls) == 2
+    assert client.connected is True
+
+
+async def test_a_changed_kubeconfig_resets_the_attempts_and_connects_inside_the_window(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    client = new_client(clock)
+    await client.refresh(KUBECONFIG)
+    await clock.advance(5)
+    await client.refresh(KUBECONFIG)
+    assert client.failed_attempts == 2
+    await clock.advance(1)  # still inside the 10 s window
+
+    delay, error = await client.refresh(OTHER_KUBECONFIG)
+    assert (delay, error) == (5, "connection refused")
+    assert client.failed_attempts == 1
+    assert connect.calls == [KUBECONFIG, KUBECONFIG, OTHER_KUBECONFIG]
+    assert client.config == OTHER_KUBECONFIG
+
+
+async def test_a_changed_kubeconfig_that_works_connects_at_once(
+    clock: FakeClock, connect: FakeConnect
+) -> None:
+    client = new_client(clock)
+    await client.refresh(KUBECONFIG)
+    connect.failing = False
+
+    assert await client.refresh(OTHER_KUBECONFIG) == (0, "")
+    assert client.connected is True
+    assert client.failed_attempts == 0
+
+
+async def test_an_error_without_text_is_reported_by_its_type(clock: FakeClock, connect: FakeConnect) -> None:
+    connect.error = ""
+    client = new_client(clock)
+    assert await client.refresh(KUBECONFIG) == (5, "ConnectError")

@@ -50,6 +50,7 @@ if __name__ == "__main__":
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import contextlib  # noqa: E402
+import csv  # noqa: E402
 import datetime as dt  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -101,6 +102,9 @@ TARGET_P99_AT_RATE = 50.0
 TARGET_RSS_MB = 300.0  # decimal megabytes: 286.1 MiB
 TARGET_RSS_WORKLOADS = 10_000
 MIB = 1024 * 1024
+# Kueue's clientConnection defaults (worker_agent/config.py), per API resource.
+DEFAULT_CLIENT_QPS = 20.0
+DEFAULT_CLIENT_BURST = 30
 
 
 def say(msg: str) -> None:
@@ -447,6 +451,7 @@ class RunResult:
     concurrency: int
     keep_running: bool
     managed_by: str = ""  # "webhook" (our defaulting webhook set it) or "explicit"
+    client_budget: str = ""  # the manager's and agents' clientConnection
     submitted: int = 0
     admitted: int = 0
     finished: int = 0  # Workloads seen Finished (kwok completes pods 1-6 s after they start)
@@ -679,7 +684,7 @@ def format_result(result: RunResult) -> str:
         f"{result.clients} clients x {result.concurrency} in flight, "
         f"spec.managedBy by {result.managed_by or '?'}"
     )
-    lines = [title]
+    lines = [title, f"   client budget of the manager and the worker_agents: {result.client_budget or '?'}"]
     if result.error:
         lines.append(f"   ERROR: {result.error}")
     if result.timed_out:
@@ -786,7 +791,9 @@ class Fleet:
                 f"`{' '.join(cmd[1:])}` failed (exit {res.returncode}); logs are in {self.run_dir}"
             )
 
-    def start(self, workers: int, size: NodeSize) -> None:
+    def start(
+        self, workers: int, size: NodeSize, client_qps: float | None = None, client_burst: int | None = None
+    ) -> None:
         if self.run_dir.exists():
             raise BenchError(
                 f"{self.run_dir} already exists: another benchmark may be running there (if not, "
@@ -814,6 +821,8 @@ class Fleet:
             size.memory,
             "--node-pods",
             size.pods,
+            *(["--client-qps", f"{client_qps:g}"] if client_qps is not None else []),
+            *(["--client-burst", str(client_burst)] if client_burst is not None else []),
         )
         say(f"fleet up in {time.monotonic() - started:.0f}s")
         self.load()
@@ -848,6 +857,22 @@ class Fleet:
             say(f"tearing the fleet down ({self.run_dir})")
             self._localfleet("down", check=False)
             self.started = False
+
+    def client_budget(self) -> str:
+        """The manager's clientConnection (the agents get the same from localfleet)."""
+        import yaml
+
+        try:
+            path = self.clusters["manager"][MANAGER_COMPONENT]["config"]
+            client = (yaml.safe_load(Path(path).read_text()) or {}).get("clientConnection") or {}
+        except (KeyError, OSError, yaml.YAMLError):
+            return "unknown"
+        qps, burst = client.get("qps"), client.get("burst")
+        if qps is None and burst is None:
+            return f"QPS {DEFAULT_CLIENT_QPS:g} / burst {DEFAULT_CLIENT_BURST} (Kueue's defaults)"
+        return (
+            f"QPS {qps if qps is not None else DEFAULT_CLIENT_QPS:g} / burst {burst or DEFAULT_CLIENT_BURST}"
+        )
 
     @property
     def clusters(self) -> dict[str, Obj]:
@@ -966,6 +991,7 @@ class FederationRun:
         self.explicit_managed_by = bool(args.set_managed_by)
         self.now = time.monotonic
         self.errors: list[str] = []
+        self.first_submit: float | None = None
 
     # -- clients and the watch ---------------------------------------------------------------
 
@@ -1112,7 +1138,7 @@ class FederationRun:
             finally:
                 limit.release()
 
-        start = self.now()
+        start = self.first_submit = self.now()
         for index in range(self.jobs):
             if rate > 0:
                 delay = start + index / rate - self.now()
@@ -1130,6 +1156,19 @@ class FederationRun:
         return start, self.now()
 
     # -- the whole run -----------------------------------------------------------------------
+
+    def write_jobs_csv(self, path: Path, origin: float) -> None:
+        """One line per Job: its times in seconds since the first submission started."""
+        columns = ("create_started", "submitted", "workload_seen", "admitted", "finished")
+
+        def cell(value: float | None) -> str:
+            return "" if value is None else f"{value - origin:.3f}"
+
+        with path.open("w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["job", *columns, "managed_by"])
+            for rec in self.recorder.jobs.values():
+                out.writerow([rec.name, *(cell(getattr(rec, c)) for c in columns), rec.managed_by or ""])
 
     async def cleanup_jobs(self) -> None:
         """On a reused fleet: delete this run's Jobs (their Workloads go with them)."""
@@ -1165,6 +1204,7 @@ class FederationRun:
             clients=args.clients,
             concurrency=args.concurrency,
             keep_running=args.keep_running,
+            client_budget=self.fleet.client_budget(),
         )
         cpu0 = time.process_time()
         sampler = ProcessSampler(self.fleet.processes(), interval=0.5)
@@ -1179,7 +1219,10 @@ class FederationRun:
             before = await asyncio.to_thread(
                 scrape, manager_url, self.work_dir / "manager.before.metrics.txt"
             )
-            agents_before = {c: await asyncio.to_thread(scrape, u) for c, u in agent_urls.items()}
+            agents_before = {
+                c: await asyncio.to_thread(scrape, u, self.work_dir / f"{c}-agent.before.metrics.txt")
+                for c, u in agent_urls.items()
+            }
             result.load_start = list(os.getloadavg())
             sampler.start()
             say(
@@ -1216,7 +1259,10 @@ class FederationRun:
             result.load_end = list(os.getloadavg())
             first_submit, last_submit = submit_task.result()
             after = await asyncio.to_thread(scrape, manager_url, self.work_dir / "manager.after.metrics.txt")
-            agents_after = {c: await asyncio.to_thread(scrape, u) for c, u in agent_urls.items()}
+            agents_after = {
+                c: await asyncio.to_thread(scrape, u, self.work_dir / f"{c}-agent.after.metrics.txt")
+                for c, u in agent_urls.items()
+            }
             self._fill(result, before, after, agents_before, agents_after, sampler, first_submit, last_submit)
         except BenchError as e:
             result.error = str(e)
@@ -1226,6 +1272,9 @@ class FederationRun:
                 submit_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await submit_task
+            if self.first_submit is not None:
+                with contextlib.suppress(OSError):
+                    self.write_jobs_csv(self.work_dir / "jobs.csv", self.first_submit)
             if not self.fleet.owned and not args.keep_jobs:
                 await self.cleanup_jobs()
             await self._close()
@@ -1369,6 +1418,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=str(DEFAULT_RUN_DIR),
         help=f"where to start the fleet (default {DEFAULT_RUN_DIR})",
     )
+    p.add_argument(
+        "--client-qps",
+        type=float,
+        help="clientConnection.qps of the agents and the manager of the fleet it starts, per API resource "
+        f"(default: Kueue's {DEFAULT_CLIENT_QPS:g})",
+    )
+    p.add_argument(
+        "--client-burst", type=int, help=f"clientConnection.burst (default: Kueue's {DEFAULT_CLIENT_BURST})"
+    )
     p.add_argument("--json", metavar="PATH", help="write the results as JSON")
     p.add_argument(
         "--work-dir", help="metrics scrapes (default /tmp/kueue-federation-bench/federation-<time>)"
@@ -1400,7 +1458,7 @@ def main(argv: list[str] | None = None) -> int:
     result: RunResult | None = None
     try:
         if fleet.owned:
-            fleet.start(args.workers, node_size(jobs, args.nodes))
+            fleet.start(args.workers, node_size(jobs, args.nodes), args.client_qps, args.client_burst)
         else:
             fleet.load()
             say(f"using the running fleet in {fleet.run_dir}")

@@ -874,6 +874,9 @@ class FleetOptions:
     manager: bool = False  # our federation manager on the manager cluster (needs agents)
     setup_multikueue: bool = False
     run_dir: Path = DEFAULT_RUN_DIR
+    # clientConnection {qps, burst} of our agents and manager; None: Kueue's defaults (20 / 30).
+    client_qps: float | None = None
+    client_burst: int | None = None
 
 
 @dataclass
@@ -1270,7 +1273,14 @@ class FleetUp:
             },
             "internalCertManagement": {"enable": True, "webhookSecretName": AGENT_SECRET},
             "integrations": {"frameworks": AGENT_FRAMEWORKS},
+            **self.client_connection(),
         }
+
+    def client_connection(self) -> dict:
+        """`clientConnection` for our Configurations when `up --client-qps/--client-burst` asks for one."""
+        settings = {"qps": self.opts.client_qps, "burst": self.opts.client_burst}
+        settings = {k: v for k, v in settings.items() if v is not None}
+        return {"clientConnection": settings} if settings else {}
 
     def start_agents(self) -> None:
         """One `python -m worker_agent` per cluster; once each is ready, our webhook configurations
@@ -1404,6 +1414,7 @@ class FleetUp:
             "metrics": {"bindAddress": f"127.0.0.1:{c.ports['manager-metrics']}"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['manager-health']}"},
             "multiKueue": {"gcInterval": "1m", "origin": MULTIKUEUE_ORIGIN, "workerLostTimeout": "15m"},
+            **self.client_connection(),
         }
 
     def start_manager(self) -> None:
@@ -1842,6 +1853,8 @@ def cmd_up(args: argparse.Namespace) -> None:
         manager=args.manager,
         setup_multikueue=args.setup_multikueue,
         run_dir=Path(args.dir),
+        client_qps=args.client_qps,
+        client_burst=args.client_burst,
     )
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
@@ -1984,6 +1997,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="then run setup-multikueue (implies --agents --manager)",
     )
+    u.add_argument(
+        "--client-qps",
+        type=float,
+        help="clientConnection.qps of our agents and manager, per API resource (default: Kueue's 20)",
+    )
+    u.add_argument("--client-burst", type=int, help="clientConnection.burst (default: Kueue's 30)")
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")
     sub.add_parser("status", help="what is up")

@@ -42,8 +42,12 @@ def owner_gvk(ref: Obj) -> str:
     return f"{group_version}, Kind={ref.get('kind')}"
 
 
-def best_match(remotes: dict[str, Obj | None], condition_type: str) -> tuple[str, Obj] | None:
-    """The worker whose copy has `condition_type` True since the earliest time (§3.4.2)."""
+def best_match(
+    remotes: dict[str, Obj | None], condition_type: str, prefer: str | None = None
+) -> tuple[str, Obj] | None:
+    """The worker whose copy has `condition_type` True since the earliest time (§3.4.2). `prefer`
+    (the clusterName already recorded, which is immutable) wins while its copy has it: times have
+    1 s resolution, and a copy admitted as early elsewhere may be seen only after the choice."""
     best: tuple[str, str, Obj] | None = None
     for cluster, remote in sorted(remotes.items()):
         if remote is None:
@@ -51,6 +55,8 @@ def best_match(remotes: dict[str, Obj | None], condition_type: str) -> tuple[str
         condition = find_status_condition((remote.get("status") or {}).get("conditions"), condition_type)
         if condition is None or condition.get("status") != "True":
             continue
+        if cluster == prefer:
+            return cluster, condition
         since = condition.get("lastTransitionTime") or ""
         if best is None or since < best[1]:
             best = (cluster, since, condition)
@@ -300,7 +306,8 @@ class WorkloadReconciler:
             group.remotes[cluster] = None
 
         # 5. The first admitted copy wins.
-        admitting = best_match(group.remotes, api.WORKLOAD_ADMITTED)
+        recorded = (wl.get("status") or {}).get("clusterName")
+        admitting = best_match(group.remotes, api.WORKLOAD_ADMITTED, prefer=recorded)
         if admitting is None and state.get("state") == api.CHECK_STATE_READY:
             return await self._admitting_remote_missing(wl, state, group)
         if admitting is not None:

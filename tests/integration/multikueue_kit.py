@@ -159,12 +159,13 @@ class MultiKueueEnv:
             },
         )
 
-    async def add_queues(self, kube: KubeClient, cpu: str, checks: list[str] | None = None) -> str:
+    async def add_queues(
+        self, kube: KubeClient, cpu: str, checks: list[str] | None = None, preemption: Obj | None = None
+    ) -> str:
         rf, cq = unique("rf"), unique("cq")
         await self.create(kube, api.RESOURCE_FLAVOR, resource_flavor(rf))
-        await self.create(
-            kube, api.CLUSTER_QUEUE, cluster_queue(cq, {rf: {"cpu": cpu}}, admission_checks=checks)
-        )
+        body = cluster_queue(cq, {rf: {"cpu": cpu}}, admission_checks=checks, preemption=preemption)
+        await self.create(kube, api.CLUSTER_QUEUE, body)
         await kube.create(api.LOCAL_QUEUE, local_queue(self.namespace, "main", cq), namespace=self.namespace)
         return cq
 
@@ -286,8 +287,10 @@ async def multikueue(
     setup: bool = True,
     manager_config: Obj | None = None,
     start_manager: bool = True,
+    worker_preemption: Obj | None = None,
 ):
-    """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu."""
+    """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu.
+    `worker_preemption`: the workers' ClusterQueue `preemption` policy."""
     worker_cpu = worker_cpu or {"worker1": "4", "worker2": "4"}
     prefix = unique("mk")
     env = MultiKueueEnv(fleet, manager_kube, namespace, prefix)
@@ -307,7 +310,7 @@ async def multikueue(
             await kube.create(
                 api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             )
-            await env.add_queues(kube, cpu)
+            await env.add_queues(kube, cpu, preemption=worker_preemption)
             await stack.enter_async_context(running_agent(kube))
         if setup:
             for cluster, worker in env.clusters.items():

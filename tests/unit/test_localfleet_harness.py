@@ -162,6 +162,7 @@ def test_manager_config_is_accepted_by_the_configuration_loader(tmp_path):
     from worker_agent.config import load_config
 
     up = localfleet.FleetUp.__new__(localfleet.FleetUp)
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path)
     plan = localfleet.ClusterPlan(
         "manager", "manager", tmp_path, ports={"manager-metrics": 18080, "manager-health": 18081}
     )
@@ -177,6 +178,10 @@ def test_manager_config_is_accepted_by_the_configuration_loader(tmp_path):
     assert config.multikueue.origin == "multikueue"
     assert config.multikueue.gc_interval_seconds == 60
     assert config.multikueue.worker_lost_timeout_seconds == 15 * 60
+    assert (config.qps, config.burst) == (20, 30)  # Kueue's defaults unless `up --client-qps/--client-burst`
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path, client_qps=200.0, client_burst=400)
+    path.write_text(yaml.safe_dump(up.manager_config(plan)))
+    assert (load_config(path).qps, load_config(path).burst) == (200, 400)
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,17 @@ def test_best_match_ignores_false_conditions_and_missing_copies() -> None:
     assert best_match(remotes, "Admitted") == ("worker3", remotes["worker3"]["status"]["conditions"][0])
 
 
+def test_best_match_keeps_the_recorded_cluster_while_its_copy_has_the_condition() -> None:
+    remotes = {
+        "worker1": remote_wl(admitted("True", "2026-01-01T00:00:05Z")),
+        "worker2": remote_wl(admitted("True", "2026-01-01T00:00:05Z")),
+    }
+    assert best_match(remotes, "Admitted")[0] == "worker1"
+    assert best_match(remotes, "Admitted", prefer="worker2")[0] == "worker2"
+    remotes["worker2"] = None
+    assert best_match(remotes, "Admitted", prefer="worker2")[0] == "worker1"
+
+
 def test_best_match_is_none_when_no_copy_has_the_condition_true() -> None:
     remotes = {"worker1": remote_wl(admitted("False", "2026-01-01T00:00:01Z")), "worker2": None}
     assert best_match(remotes, "Admitted") is None

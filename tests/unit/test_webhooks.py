@@ -597,6 +597,7 @@ def test_localfleet_points_our_webhooks_at_the_local_agent(tmp_path):
         sys.modules["localfleet"] = localfleet
         spec.loader.exec_module(localfleet)
     up = localfleet.FleetUp.__new__(localfleet.FleetUp)
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path)
     plan = localfleet.ClusterPlan(
         "worker1", "worker", tmp_path, ports={"agent-webhook": 19443, "agent-metrics": 1, "agent-health": 2}
     )

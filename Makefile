@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build up down status env test test-unit test-cluster lint format clean bench-engine \
-	bench-engine-upstream
+	bench-engine-upstream bench-federation
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -18,6 +18,7 @@ help:
 	@echo "make lint    ruff"
 	@echo "make bench-engine           end-to-end admission benchmark of the worker_agent (BENCH_ARGS=--scale 0.1)"
 	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
+	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
 
 venv: $(VENV)/.installed
 
@@ -63,6 +64,10 @@ bench-engine: venv
 
 bench-engine-upstream: venv
 	$(PY) hack/bench_engine.py --compare-upstream $(BENCH_ARGS)
+
+# Jobs submitted on the manager until MultiKueue has them Admitted, through its own fleet; see docs/benchmarks.md.
+bench-federation: venv
+	$(PY) hack/bench_federation.py $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

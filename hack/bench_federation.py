@@ -484,8 +484,23 @@ class RunResult:
     def per_job(self, value: float | None) -> float | None:
         return None if value is None or not self.submitted else value / self.submitted
 
+    @property
+    def fleet_cpu_s(self) -> float | None:
+        """CPU of every fleet process (apiservers, etcd, controllers, kwok, agents, manager) in the run."""
+        processes = [*([self.manager] if self.manager else []), *self.agents.values(), *self.others.values()]
+        values = [p.cpu_s for p in processes if p.cpu_s is not None]
+        return sum(values) if values else None
+
+    @property
+    def cpu_bound_jobs_per_s(self) -> float | None:
+        """Jobs/s this machine's CPUs could carry at the fleet's CPU cost per Job, if nothing else ran."""
+        per_job = self.per_job(self.fleet_cpu_s)
+        return self.cpus / per_job if per_job else None
+
     def to_dict(self) -> Obj:
         out = asdict(self)
+        out["fleet_cpu_s"] = self.fleet_cpu_s
+        out["cpu_bound_jobs_per_s"] = self.cpu_bound_jobs_per_s
         out["checks"] = [{**asdict(c), "met": c.met} for c in checks(self)]
         return out
 
@@ -665,6 +680,23 @@ def result_rows(result: RunResult) -> list[tuple[str, str, str, str]]:
     if result.others:
         for other in sorted(result.others.values(), key=lambda p: -(p.cpu_s or 0))[:3]:
             rows.append((f"{other.label} CPU (one of the busiest)", fmt(other.cpu_s, "s"), "", ""))
+    fleet_ms = None if result.fleet_cpu_s is None else result.fleet_cpu_s * 1000
+    rows.append(
+        (
+            "fleet CPU, all processes (per Job)",
+            f"{fmt(result.fleet_cpu_s, 's')} ({fmt(result.per_job(fleet_ms), 'ms/Job', 0)})",
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            f"-> Jobs/s {result.cpus} CPUs could carry at that cost",
+            fmt(result.cpu_bound_jobs_per_s, "Jobs/s"),
+            "",
+            "",
+        )
+    )
     rows.append(("harness CPU (submitter + watch)", fmt(result.harness_cpu_s, "s"), "", ""))
     rows.append(
         (
@@ -1233,6 +1265,7 @@ class FederationRun:
             started = self.now()
             next_progress = started + args.progress_every
             timeout_at: float | None = None
+            next_liveness = started
             while True:
                 if submit_task.done():
                     submit_task.result()  # a crash of the submitter itself ends the run
@@ -1244,7 +1277,8 @@ class FederationRun:
                     result.timed_out = True
                     say(f"timed out {args.timeout:.0f}s after the last submission")
                     break
-                dead = self.fleet.dead_processes()
+                dead = self.fleet.dead_processes() if self.now() >= next_liveness else []
+                next_liveness = max(next_liveness, self.now() + 1.0)
                 if dead:
                     raise BenchError(
                         f"fleet processes exited: {', '.join(dead)}; manager log tail:\n"
@@ -1385,9 +1419,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--clients", type=int, default=4, help="API clients the submitter spreads creates over (default 4)"
     )
-    p.add_argument("--concurrency", type=int, default=32, help="creates in flight at most (default 32)")
     p.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds after the last submission (default 600)"
+        "--concurrency",
+        type=int,
+        default=100,
+        help="creates in flight at most (default 100: 50/s with 2 s per create on a busy machine)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds to wait after the last submission (default 600; 3600 with --scale-test)",
     )
     p.add_argument(
         "--keep-running",
@@ -1437,6 +1478,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--scale-test needs a positive number of Workloads")
     if args.rate is None:
         args.rate = 0.0 if args.scale_test else 50.0
+    if args.timeout is None:
+        args.timeout = 3600.0 if args.scale_test else 600.0
     if args.rate < 0 or args.jobs < 1 or args.clients < 1 or args.concurrency < 1:
         p.error("--rate must be >= 0; --jobs, --clients and --concurrency >= 1")
     return args

@@ -890,6 +890,13 @@ def evicted_on_worker_message(worker: str) -> str:
     )
 
 
+def group_member_left_message(member: str, worker: str) -> str:
+    """Ours: the Retry of the other members when one member of a group leaves its worker."""
+    return (
+        f"Group member {go_quote(member)} left worker cluster {go_quote(worker)}, re-placing the whole group"
+    )
+
+
 def evicted_on_manager_message(local_evicted_message: str) -> str:
     """Remote DeactivationTarget (reason EvictedOnManagerCluster) when the local workload is evicted."""
     return f"Evicted on manager: {local_evicted_message}"

@@ -25,12 +25,14 @@ from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
 from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
+from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
 from manager.config import ManagerOptions, feature_enabled
 from manager.dispatch import INCREMENTAL, is_external
 from manager.dispatch.incremental import IncrementalDispatcher, NoMoreWorkers
 from manager.gc import GarbageCollector
+from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient, workload_keys
 from manager.workload import DispatchError, WorkloadReconciler
@@ -42,6 +44,7 @@ log = structlog.get_logger("manager")
 
 Obj = dict[str, Any]
 EVENT_FLUSH_TIMEOUT = 5.0
+LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
 
 
 class LeadershipLost(Exception):
@@ -111,6 +114,12 @@ class Manager:
         self.clusters = Informer(kube, api.MULTIKUEUE_CLUSTER, clock=self.clock)
         self.secrets = Informer(kube, api.SECRET, namespace=ns, clock=self.clock)
         self.jobs = Informer(kube, api.JOB, clock=self.clock)
+        self.workloads.add_index(INDEX_GROUP, group_index)
+        # A MultiKueue adapter exists for each enabled integration, as upstream (§3.0).
+        lws_enabled = LWS_FRAMEWORK in config.frameworks
+        self.leaderworkersets = (
+            Informer(kube, api.LEADER_WORKER_SET, clock=self.clock) if lws_enabled else None
+        )
         profile_feature = feature_enabled(config, "MultiKueueClusterProfile")
         self.profiles = (
             Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock) if profile_feature else None
@@ -125,6 +134,7 @@ class Manager:
                 self.secrets,
                 self.jobs,
                 self.profiles,
+                self.leaderworkersets,
             )
             if i is not None
         ]
@@ -132,6 +142,8 @@ class Manager:
         # -- adapters, connections, controllers
         job_adapter = JobAdapter(kube, self.jobs, self.clock)
         self.adapters: dict[str, Adapter] = {api.JOB.gvk: job_adapter}
+        if self.leaderworkersets is not None:
+            self.adapters[api.LEADER_WORKER_SET.gvk] = LeaderWorkerSetAdapter(kube, self.leaderworkersets)
         self.remotes = Remotes()
         self.registry.register(
             ClientRequestsCollector(CountedClients({"main": kube, "events": events_kube}, self.remotes))
@@ -169,6 +181,7 @@ class Manager:
             worker_lost_timeout=mk.worker_lost_timeout_seconds,
             all_at_once=not (mk.dispatcher_name == INCREMENTAL or is_external(mk.dispatcher_name)),
             external_nominations=is_external(mk.dispatcher_name),
+            enqueue=lambda key: self.workload_ctl.enqueue_after(key, self.options.remote_event_batch_seconds),
         )
         self.gc = GarbageCollector(self.workloads, self.remotes, self.adapters, self.origin, self.clock)
         # Errors a reconcile reports and retries with backoff, logged without a traceback.
@@ -274,12 +287,28 @@ class Manager:
         def workload_deleted(obj: Obj) -> None:
             self.reconciler.remember_deleted(obj)
             workload_changed(obj)
+            self.reconciler.enqueue_siblings(obj)
+
+        def workload_added(obj: Obj) -> None:
+            workload_changed(obj)
+            self.reconciler.enqueue_siblings(obj)  # a primary may be waiting for this member
 
         self.workloads.add_handler(
             on_add=workload_changed, on_update=workload_changed, on_delete=workload_deleted
         )
 
         batch = self.options.remote_event_batch_seconds
+
+        def lws_changed(old: Obj, new: Obj) -> None:
+            # A new spec (replicas, templates) goes to the worker through any member's SyncJob.
+            if (old.get("metadata") or {}).get("generation") != new["metadata"].get("generation"):
+                meta = new["metadata"]
+                key = f"{meta['namespace']}/{api.LEADER_WORKER_SET.gvk}/{meta['name']}"
+                for member in self.workloads.by_index(INDEX_GROUP, key):
+                    self.workload_ctl.enqueue(object_key(member))
+
+        if self.leaderworkersets is not None:
+            self.leaderworkersets.add_handler(on_update=lws_changed)
 
         def check_changed(old: Obj | None, new: Obj) -> None:
             self.ac_ctl.enqueue(new["metadata"]["name"])

@@ -7,6 +7,7 @@ worker loss, and otherwise nominate workers and keep their copies in sync."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from kube_runtime.informer import Informer, object_key
 from manager.adapters.base import Adapter, check_ownership, remote_object
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
 from manager.clusters import Remotes
+from manager.groups import GroupConflict, Groups, cluster_name
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient
 from worker_agent import workload as wlutil
@@ -125,6 +127,7 @@ class WorkloadReconciler:
         worker_lost_timeout: float,
         all_at_once: bool,
         external_nominations: bool = False,
+        enqueue: Callable[[str], None] | None = None,
     ) -> None:
         self.kube = kube
         self.workloads = workloads
@@ -141,6 +144,9 @@ class WorkloadReconciler:
         # An external dispatcher owns nominatedClusterNames under its own field manager: our apply
         # cannot drop them, and clusterName may not be set beside them (the CRD's rule).
         self.external_nominations = external_nominations
+        self.groups = Groups(workloads)
+        # Re-runs a sibling's reconcile (group members react to each other's placement).
+        self.enqueue = enqueue or (lambda _key: None)
         # Deleted Workloads, kept until their remote objects are gone (§2.3).
         self.deleted: dict[str, Obj] = {}
 
@@ -288,6 +294,7 @@ class WorkloadReconciler:
                 self._set_state(updated, state["name"], api.CHECK_STATE_RETRY, message)
                 await wlutil.apply_admission_status(self.kube, updated, strict=True)
                 self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
+                await self.retry_group(wl, cluster, api.group_member_left_message(name, cluster))
                 return None
 
         # 4. Copies whose spec no longer matches ours are replaced (priority is patched in place).
@@ -333,6 +340,10 @@ class WorkloadReconciler:
         else:
             message = api.MSG_ADMITTING_REMOTE_GONE
         await self.update_check_state(wl, state, api.CHECK_STATE_RETRY, message)
+        if admitting:
+            await self.retry_group(
+                wl, admitting, api.group_member_left_message(wl["metadata"]["name"], admitting)
+            )
         return None
 
     async def _sync_admitting_remote(
@@ -367,6 +378,7 @@ class WorkloadReconciler:
             ):
                 await self._mark_ready(wl, state, cluster, message, became_ready)
                 if became_ready:
+                    self.enqueue_siblings(wl)
                     self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
                     cq = (status.get("admission") or {}).get("clusterQueue", "")
                     self.metrics.admitted(cq, cluster)
@@ -416,6 +428,10 @@ class WorkloadReconciler:
         if any(s.get("state") != api.CHECK_STATE_READY for s in others):
             return  # other checks first (§3.4.4 step 2); their change brings us back
         self.metrics.stage(object_key(wl), "quota_reserved")
+        if getattr(adapter, "multi_workload", False) and not await self._group_allows_dispatch(
+            wl, adapter, owner_name, group
+        ):
+            return
         current = list(status.get("nominatedClusterNames") or ())
         if self.all_at_once:
             nominated = sorted(group.available)
@@ -452,6 +468,59 @@ class WorkloadReconciler:
             )  # fmt: skip
         if errors:
             raise DispatchError("; ".join(errors))
+
+    async def _group_allows_dispatch(self, wl: Obj, adapter: Adapter, owner_name: str, group: Group) -> bool:
+        """§3.10: True only for the primary of a complete group none of whose members is placed;
+        a member of a placed group is synchronised to that worker here (and False returned)."""
+        meta = wl["metadata"]
+        others = self.groups.members(wl)
+        expected = adapter.expected_count(meta["namespace"], owner_name)
+        if expected is None or len(others) + 1 < expected:
+            return False  # members still being created; each new member re-runs its siblings
+        try:
+            assigned = self.groups.assigned_cluster(others)
+        except GroupConflict as exc:
+            raise DispatchError(str(exc)) from exc
+        if assigned:
+            if assigned not in group.available:
+                raise DispatchError(f"assigned worker cluster {api.go_quote(assigned)} is not available")
+            if assigned not in ((wl.get("status") or {}).get("nominatedClusterNames") or ()):
+                await self.set_nominated(wl, [assigned])
+            await self._sync_to_single_cluster(wl, adapter, owner_name, group, assigned)
+            return False
+        return self.groups.is_primary(adapter.workload_index(wl), others, adapter.workload_index)
+
+    async def _sync_to_single_cluster(
+        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group, cluster: str
+    ) -> None:
+        meta = wl["metadata"]
+        if group.remotes.get(cluster) is None:
+            try:
+                await group.available[cluster].kube.create(api.WORKLOAD, remote_copy(wl, self.origin))
+                self.metrics.dispatched(
+                    (wl["status"].get("admission") or {}).get("clusterQueue", ""), cluster
+                )
+            except AlreadyExists:
+                pass
+        for other, remote in group.remotes.items():
+            if other != cluster and remote is not None:
+                await self.remove_remote_objects(
+                    group.available[other], adapter, meta["namespace"], owner_name, meta["name"]
+                )
+
+    def enqueue_siblings(self, wl: Obj) -> None:
+        for member in self.groups.members(wl):
+            self.enqueue(object_key(member))
+
+    async def retry_group(self, wl: Obj, cluster: str, message: str) -> None:
+        """Beyond upstream: when one member must leave its worker, the whole group leaves with it
+        (members of one job never run on two workers)."""
+        for member in self.groups.members(wl):
+            found = self.multikueue_check(member)
+            if found is None or cluster_name(member) != cluster:
+                continue
+            if found[1].get("state") == api.CHECK_STATE_READY:
+                await self.update_check_state(member, found[1], api.CHECK_STATE_RETRY, message)
 
     async def sync_job(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
@@ -500,13 +569,33 @@ class WorkloadReconciler:
         except NotFound:
             return
 
+    def _group_stays(
+        self, client: RemoteClient, adapter: Adapter, namespace: str, workload_name: str
+    ) -> bool:
+        """The shared job object stays while another member is placed on, or has a copy on, that
+        worker: a pending, evicted or deleted member never takes it from the others."""
+        if not getattr(adapter, "multi_workload", False):
+            return False
+        wl = self.workloads.get(f"{namespace}/{workload_name}") or self.deleted.get(
+            f"{namespace}/{workload_name}"
+        )
+        if wl is None:
+            return False
+        return any(
+            cluster_name(m) == client.name
+            or client.remote_workload(namespace, m["metadata"]["name"]) is not None
+            for m in self.groups.members(wl)
+        )
+
     async def remove_remote_objects(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
     ) -> None:
         """§3.4.5: the job object first (even when the Workload copy is already gone), then the
         copy, after dropping its resource-in-use finalizer."""
-        if owner_name:
+        if owner_name and not self._group_stays(client, adapter, namespace, workload_name):
             await adapter.delete_remote(client, namespace, owner_name)
+            if getattr(adapter, "multi_workload", False):
+                await adapter.clear_worker(namespace, owner_name)
         remote = client.remote_workload(namespace, workload_name)
         if remote is None:
             return

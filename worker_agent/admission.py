@@ -756,7 +756,7 @@ class AdmissionState:
         key = decision.workload_key
         started = time.monotonic()
         cached = self.workloads.get(key)
-        ok = False
+        ok = gone = False
         if cached is not None:
             now = self.clock.now()
             wl = wlstatus.working_copy(cached)
@@ -769,6 +769,8 @@ class AdmissionState:
                 async with self._write_limit:
                     await wlstatus.apply_admission_status(self.kube, wl)
                 ok = True
+            except NotFound:
+                gone = True  # deleted meanwhile: its delete event is on the way, do not retry it
             except ApiError as exc:
                 log.info("admission write failed; requeueing", workload=key, error=str(exc))
         elapsed = time.monotonic() - started
@@ -783,7 +785,7 @@ class AdmissionState:
             if self.metrics is not None:
                 self.metrics.admission_attempt("inadmissible", elapsed)
             current = self.workloads.get(key)
-            if info is not None and current is not None and wlstatus.is_admissible(current):
+            if not gone and info is not None and current is not None and wlstatus.is_admissible(current):
                 self.queues.requeue(info, api.REQUEUE_FAILED_AFTER_NOMINATION, self.clock.now().timestamp())
                 self.wake.set()
             return

@@ -38,6 +38,22 @@ def suspended(job: Obj) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
 
 
+def merge_patch(current: Obj, desired: Obj) -> Obj:
+    """The JSON merge patch (RFC 7386) that turns `current` into `desired`: nested objects are
+    patched key by key, so a key gone from one (`uncountedTerminatedPods: {}`) is set to null."""
+    patch: Obj = {}
+    for key in {*current, *desired}:
+        if key not in desired:
+            patch[key] = None
+        elif isinstance(current.get(key), dict) and isinstance(desired[key], dict):
+            nested = merge_patch(current[key], desired[key])
+            if nested:
+                patch[key] = nested
+        elif key not in current or current[key] != desired[key]:
+            patch[key] = desired[key]
+    return patch
+
+
 def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
     meta = local_job["metadata"]
     spec = copy.deepcopy(local_job.get("spec") or {})
@@ -101,7 +117,7 @@ class JobAdapter:
         local_status = local.get("status") or {}
         if local_status == remote_status:
             return
-        patch = {key: remote_status.get(key) for key in {*local_status, *remote_status}}
+        patch = merge_patch(local_status, remote_status)
         meta = local["metadata"]
         await self.local_kube.patch_status_merge(api.JOB, meta["name"], {"status": patch}, meta["namespace"])
 

@@ -87,6 +87,7 @@ class MultiKueueEnv:
     origin: str = ""
     cleanup: list[tuple[KubeClient, api.Resource, str, str | None]] = field(default_factory=list)
     manager: Manager | None = None
+    frameworks: list[str] | None = None
     _manager_task: asyncio.Task[None] | None = None
 
     # -- objects -------------------------------------------------------------------------------
@@ -220,6 +221,8 @@ class MultiKueueEnv:
             "leaderElection": {"leaderElect": False},
             "multiKueue": {"origin": self.origin, "workerLostTimeout": "8s", "gcInterval": "1s"},
         }
+        if self.frameworks:
+            data["integrations"] = {"frameworks": self.frameworks}
         for key, value in (config or {}).items():
             data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
         self.manager = Manager(
@@ -288,10 +291,12 @@ async def multikueue(
     manager_config: Obj | None = None,
     start_manager: bool = True,
     worker_preemption: Obj | None = None,
+    frameworks: list[str] | None = None,
 ):
     """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu.
     `worker_preemption`: the workers' ClusterQueue `preemption` policy."""
     worker_cpu = worker_cpu or {"worker1": "4", "worker2": "4"}
+    agent_config = {"integrations": {"frameworks": frameworks}} if frameworks else None
     prefix = unique("mk")
     env = MultiKueueEnv(fleet, manager_kube, namespace, prefix)
     env.check, env.config_name, env.origin = f"{prefix}-check", f"{prefix}-config", prefix
@@ -311,7 +316,7 @@ async def multikueue(
                 api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             )
             await env.add_queues(kube, cpu, preemption=worker_preemption)
-            await stack.enter_async_context(running_agent(kube))
+            await stack.enter_async_context(running_agent(kube, agent_config))
         if setup:
             for cluster, worker in env.clusters.items():
                 await env.put_secret(f"{cluster}-secret", env.worker_kubeconfig_text(worker))
@@ -319,7 +324,8 @@ async def multikueue(
             await env.add_config(list(env.clusters))
             await env.add_check()
             await env.add_queues(manager_kube, manager_cpu, checks=[env.check])
-        await stack.enter_async_context(running_agent(manager_kube))
+        await stack.enter_async_context(running_agent(manager_kube, agent_config))
+        env.frameworks = frameworks
         if start_manager:
             await env.start_manager(manager_config)
         yield env

@@ -338,6 +338,22 @@ def test_format_result_shows_figures_targets_and_status():
     assert "reference only (met)" in lines["manager peak RSS (VmRSS every 0.5 s)"]
 
 
+def test_fleet_cpu_sums_every_process_and_gives_the_cpu_bound_rate():
+    r = result(submitted=100)
+    r.cpus = 2
+    assert r.fleet_cpu_s is None and r.cpu_bound_jobs_per_s is None
+    r.manager = bench.ProcessFigures("manager/manager", 1, cpu_s=2.0)
+    r.agents = {"worker1": bench.ProcessFigures("worker1/worker-agent", 2, cpu_s=3.0)}
+    r.others = {
+        "worker1/kube-apiserver": bench.ProcessFigures("worker1/kube-apiserver", 3, cpu_s=15.0),
+        "worker1/etcd": bench.ProcessFigures("worker1/etcd", 4),  # gone: no figure
+    }
+    assert r.fleet_cpu_s == 20.0
+    assert r.cpu_bound_jobs_per_s == pytest.approx(2 / 0.2)
+    text = bench.format_result(r)
+    assert "20.0 s (200 ms/Job)" in text and "10.0 Jobs/s" in text
+
+
 def test_to_dict_is_json_ready_with_checks():
     import json
 

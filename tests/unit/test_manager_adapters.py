@@ -11,7 +11,7 @@ import pytest
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
 from manager.adapters import JobAdapter, OwnershipError, check_ownership
-from manager.adapters.job import remote_job_copy
+from manager.adapters.job import merge_patch, remote_job_copy
 
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
@@ -190,3 +190,22 @@ def test_an_empty_origin_is_refused() -> None:
         check_ownership(None, api.JOB, "")
     with pytest.raises(OwnershipError, match=r"^multikueue origin is empty$"):
         check_ownership(remote_obj(""), api.WORKLOAD, "")
+
+
+def test_merge_patch_clears_keys_gone_from_nested_objects() -> None:
+    running = {"active": 1, "uncountedTerminatedPods": {"succeeded": ["uid-1"]}, "ready": 1}
+    finished = {
+        "succeeded": 1,
+        "uncountedTerminatedPods": {},
+        "conditions": [{"type": "Complete", "status": "True"}],
+    }
+    patch = merge_patch(running, finished)
+    assert patch == {
+        "active": None,
+        "ready": None,
+        "succeeded": 1,
+        "uncountedTerminatedPods": {"succeeded": None},
+        "conditions": [{"type": "Complete", "status": "True"}],
+    }
+    assert merge_patch(finished, finished) == {}
+    assert merge_patch({}, {"a": {"b": 1}}) == {"a": {"b": 1}}

@@ -33,7 +33,12 @@ INDEX_LWS_PODS = "lwsPods"  # pods by "<namespace>/<lws name>"
 
 
 def _workload_owner_index(wl: Obj) -> tuple[str, ...]:
-    annotations = (wl.get("metadata") or {}).get("annotations") or {}
+    """The LWS a Workload was created for here. MultiKueue copies (origin label) belong to the
+    manager, never to this integration: a worker must not delete them when their LWS is missing."""
+    meta = wl.get("metadata") or {}
+    if (meta.get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN):
+        return ()
+    annotations = meta.get("annotations") or {}
     if annotations.get(api.ANNOTATION_JOB_OWNER_GVK) != api.JOB_OWNER_GVK_LEADER_WORKER_SET:
         return ()
     owner = annotations.get(api.ANNOTATION_JOB_OWNER_NAME)
@@ -166,6 +171,18 @@ class LeaderWorkerSetIntegration:
                 if not origin:
                     await self._create_workload(lws, index, queue)
             elif (
+                wlstatus.is_evicted(wl)
+                and wlstatus.has_quota_reservation(wl)
+                and not self._live_pods(key, index)
+            ):
+                # An evicted group without pods (e.g. on a MultiKueue manager, where they never
+                # exist): nothing to stop, so release the quota here; the pod-group integration
+                # does it for groups that have pods.
+                current = wlstatus.working_copy(wl)
+                if wlstatus.clear_reservation_after_eviction(current, self.agent.clock.now()):
+                    with contextlib.suppress(NotFound, Conflict):
+                        await wlstatus.apply_admission_status(self.kube, current, strict=True)
+            elif (
                 (wl.get("spec") or {}).get("queueName") != queue
                 and queue
                 and not wlstatus.has_quota_reservation(wl)
@@ -182,6 +199,14 @@ class LeaderWorkerSetIntegration:
                 await self._delete_workload(wl)
         await self._label_pods(lws, key)
         return None
+
+    def _live_pods(self, key: str, index: int) -> list[Obj]:
+        return [
+            p
+            for p in self.pods.by_index(INDEX_LWS_PODS, key)
+            if (p["metadata"].get("labels") or {}).get(api.LWS_LABEL_GROUP_INDEX) == str(index)
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
 
     async def _create_workload(self, lws: Obj, index: int, queue: str) -> None:
         meta = lws["metadata"]

@@ -8,10 +8,13 @@ Subcommands:
           kube-scheduler, kwok with fake Ready nodes, and the LWS controller with its webhooks;
           with --agents also our worker_agent (admission engine and webhooks) on every cluster, with
           --manager also our federation manager on the manager cluster, with --setup-multikueue
-          also what `setup-multikueue` creates
+          also what `setup-multikueue` creates and then `sample-lws` (unless --no-sample)
   setup-multikueue
           the MultiKueue setup guide's objects (queues on every cluster; Secrets, MultiKueueClusters,
           MultiKueueConfig and AdmissionCheck on the manager), then how to submit and watch a Job
+  sample-lws
+          the sample LeaderWorkerSet (../shared/examples/sample-leaderworkerset.yaml) on the manager,
+          until the manager's LWS shows every group ready on one worker; then how to look at it
   env     print shell exports (kubeconfigs, state file, PATH with the cached kubectl first)
   status  what is up, with memory per process
   down    stop exactly the recorded processes and remove the run directory (idempotent)
@@ -113,6 +116,13 @@ SETUP_NAMESPACE = "default"
 SETUP_ADMISSION_CHECK = "sample-multikueue"
 SETUP_MULTIKUEUE_CONFIG = "multikueue-config"
 SAMPLE_JOB_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+# The sample LWS `up --setup-multikueue` (and `sample-lws`) submits on the manager: the shared example.
+SAMPLE_LWS_FILE = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
+SAMPLE_LWS_TIMEOUT = 180.0
+# The manager's annotation naming the worker a manager LWS runs on (manager/adapters/leaderworkerset.py).
+ANNOTATION_WORKER_CLUSTER = "kueue-federation.dev/multikueue-cluster"
+# multiKueue.workerLostTimeout of the manager `up --manager` starts (upstream's default).
+DEFAULT_WORKER_LOST_TIMEOUT = "15m"
 
 
 def log(msg: str) -> None:
@@ -877,6 +887,8 @@ class FleetOptions:
     # clientConnection {qps, burst} of our agents and manager; None: Kueue's defaults (20 / 30).
     client_qps: float | None = None
     client_burst: int | None = None
+    # multiKueue.workerLostTimeout of our manager (a Go duration); tests shorten it.
+    worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
 
 
 @dataclass
@@ -923,6 +935,7 @@ class FleetUp:
             "nodeMemory": self.opts.node_memory,
             "agents": self.opts.agents,
             "manager": self.opts.manager,
+            "workerLostTimeout": self.opts.worker_lost_timeout,
         }
         self.state.save()
         self.make_pki()
@@ -1401,7 +1414,8 @@ class FleetUp:
         return python
 
     def manager_config(self, c: ClusterPlan) -> dict:
-        """A v1beta1 Configuration for `python -m manager`: its own Lease, MultiKueue's defaults."""
+        """A v1beta1 Configuration for `python -m manager`: its own Lease, MultiKueue's defaults, and
+        the agents' frameworks (the manager has a MultiKueue adapter only for enabled integrations)."""
         return {
             "apiVersion": "config.kueue.x-k8s.io/v1beta1",
             "kind": "Configuration",
@@ -1413,7 +1427,12 @@ class FleetUp:
             },
             "metrics": {"bindAddress": f"127.0.0.1:{c.ports['manager-metrics']}"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['manager-health']}"},
-            "multiKueue": {"gcInterval": "1m", "origin": MULTIKUEUE_ORIGIN, "workerLostTimeout": "15m"},
+            "multiKueue": {
+                "gcInterval": "1m",
+                "origin": MULTIKUEUE_ORIGIN,
+                "workerLostTimeout": self.opts.worker_lost_timeout,
+            },
+            "integrations": {"frameworks": AGENT_FRAMEWORKS},
             **self.client_connection(),
         }
 

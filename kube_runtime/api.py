@@ -890,6 +890,12 @@ def evicted_on_worker_message(worker: str) -> str:
     )
 
 
+def not_admitted_by_workers_message(reasons: list[tuple[str, str]]) -> str:
+    """Ours: the Pending check's message while no worker admits the copies."""
+    parts = "; ".join(f"{go_quote(cluster)}: {message}" for cluster, message in reasons)
+    return f"Not admitted by any worker cluster yet: {parts}"
+
+
 def group_member_left_message(member: str, worker: str) -> str:
     """Ours: the Retry of the other members when one member of a group leaves its worker."""
     return (
@@ -913,6 +919,7 @@ EVENT_MULTIKUEUE = "MultiKueue"  # reason and action
 # does not fold it into the same series as upstream's `MultiKueue` events).
 EVENT_MULTIKUEUE_DISPATCHED = "MultiKueueDispatched"
 EVENT_ACTION_DISPATCH = "Dispatch"
+EVENT_MULTIKUEUE_DISPATCH_FAILED = "MultiKueueDispatchFailed"
 EVENT_DEPRECATED_PATH_USAGE = "DeprecatedPathUsage"  # reason and action
 MSG_DEPRECATED_PATH_USAGE = (
     "Using locationType=Path without MultiKueueKubeConfigPathValidation feature gate is deprecated and will "

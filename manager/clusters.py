@@ -114,9 +114,9 @@ class ClusterController:
             await write_active(
                 self.kube, api.MULTIKUEUE_CLUSTER, mkc, "False", exc.reason, message, self.clock
             )
+            log.info("cannot load worker credentials", cluster=name, reason=exc.reason, error=exc.error)
             if exc.not_found:
                 return None  # the Secret / ClusterProfile watch brings us back
-            log.info("cannot load worker credentials", cluster=name, reason=exc.reason, error=exc.error)
             return Result(requeue=True)
         client = self.remotes.get(name)
         if client is None:

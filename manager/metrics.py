@@ -3,7 +3,7 @@ histograms of each dispatch stage, measured on the manager's monotonic clock."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from kube_runtime import api
 from kube_runtime.clock import Clock
@@ -15,6 +15,7 @@ _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 class ManagerMetrics:
     def __init__(self, registry: CollectorRegistry, clock: Clock) -> None:
+        disable_created_metrics()  # upstream exports no *_created samples
         self.clock = clock
         self.replica_role = "leader"
         self.dispatched_total = Counter(

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import aiohttp
 import structlog
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient, NotFound
+from kube_runtime.client import ConnectionLost, KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import format_time
 from kube_runtime.informer import Informer, object_key
@@ -132,17 +134,21 @@ class RemoteClient:
         try:
             await self._connect(kubeconfig)
         except Exception as exc:  # any failure: count it and back off
+            self._last_error = describe_error(exc, self.server)
             self.mark_disconnected()
             await self.stop_watches()
             self.failed_attempts += 1
             delay = retry_after(self.failed_attempts)
             self.next_attempt = self.clock.now() + dt.timedelta(seconds=delay)
-            self._last_error = str(exc) or type(exc).__name__
             return delay, self._last_error
         self.mark_connected()
         self.failed_attempts = 0
         self.next_attempt = None
         return 0.0, ""
+
+    @property
+    def server(self) -> str:
+        return self.kube.host if self.kube is not None else ""
 
     async def _connect(self, kubeconfig: Obj) -> None:
         kube = await KubeClient.from_kubeconfig_dict(kubeconfig, qps=self._qps, burst=self._burst)
@@ -229,6 +235,22 @@ class RemoteClient:
     async def close(self) -> None:
         self.mark_disconnected()
         await self.stop_watches()
+
+
+def describe_error(exc: BaseException, server: str) -> str:
+    """A stable, readable text for a failed connection (it becomes the `Active` message, which is
+    rewritten only when it changes): the transport's cause without object addresses."""
+    cause = exc.__cause__ if isinstance(exc, ConnectionLost) and exc.__cause__ is not None else exc
+    prefix = f"{server}: " if server else ""
+    if isinstance(cause, aiohttp.ClientConnectorCertificateError):
+        return f"{prefix}x509: certificate verification failed: {cause.certificate_error.verify_message}"
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        errno = getattr(cause.os_error, "errno", None)
+        reason = os.strerror(errno) if errno else str(cause.os_error)
+        return f"{prefix}dial tcp {cause.host}:{cause.port}: connect: {reason.lower()}"
+    if isinstance(cause, (TimeoutError, asyncio.TimeoutError)):
+        return f"{prefix}i/o timeout"
+    return str(exc) or type(exc).__name__
 
 
 def workload_keys(obj: Obj) -> list[str]:

@@ -71,6 +71,9 @@ def spec_without_gates(wl: Obj) -> Obj:
     return spec
 
 
+# Copies younger than this are not explained yet: most are admitted within it.
+PENDING_EXPLANATION_DELAY = 5.0
+
 PRIORITY_FIELDS = ("priorityClassName", "priorityClassSource", "priority")
 
 
@@ -324,6 +327,32 @@ class WorkloadReconciler:
         if state.get("state") != api.CHECK_STATE_PENDING or (wl.get("status") or {}).get("clusterName"):
             return None
         await self.nominate_and_synchronize(wl, adapter, owner_name, group)
+        return await self._explain_pending(wl, state, group)
+
+    async def _explain_pending(self, wl: Obj, state: Obj, group: Group) -> Result | None:
+        """Beyond upstream (which leaves the message empty): when no worker admits a Workload for
+        a while, its check message says why, in the workers' own words."""
+        copies = sorted((c, r) for c, r in group.remotes.items() if r is not None)
+        if not copies:
+            return None
+        now = self.clock.now()
+        youngest = min(wlutil.seconds_since(r["metadata"].get("creationTimestamp"), now) for _, r in copies)
+        if youngest < PENDING_EXPLANATION_DELAY:
+            return Result(requeue_after=PENDING_EXPLANATION_DELAY - youngest)
+        reasons = []
+        for cluster, remote in copies:
+            reserved = find_status_condition(
+                (remote.get("status") or {}).get("conditions"), api.WORKLOAD_QUOTA_RESERVED
+            )
+            if reserved is not None and reserved.get("status") == "False" and reserved.get("message"):
+                reasons.append((cluster, reserved["message"]))
+        if not reasons:
+            return None
+        message = wlutil.truncate_message(api.not_admitted_by_workers_message(reasons))
+        if state.get("message") != message:
+            updated = wlutil.working_copy(wl)
+            self._set_state(updated, state["name"], api.CHECK_STATE_PENDING, message, keep_time=True)
+            await wlutil.apply_admission_status(self.kube, updated, strict=True)
         return None
 
     async def _admitting_remote_missing(self, wl: Obj, state: Obj, group: Group) -> Result | None:
@@ -467,6 +496,11 @@ class WorkloadReconciler:
                 f"Dispatched to worker clusters: {api.go_list(sorted(created))}",
             )  # fmt: skip
         if errors:
+            # Usually something the user can fix (the namespace or LocalQueue missing on a worker).
+            self.recorder.record(
+                wl, "Warning", api.EVENT_MULTIKUEUE_DISPATCH_FAILED, api.EVENT_ACTION_DISPATCH,
+                f"Cannot create the workload on every nominated worker: {'; '.join(errors)}",
+            )  # fmt: skip
             raise DispatchError("; ".join(errors))
 
     async def _group_allows_dispatch(self, wl: Obj, adapter: Adapter, owner_name: str, group: Group) -> bool:

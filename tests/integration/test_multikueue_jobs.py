@@ -152,3 +152,24 @@ async def test_eviction_on_the_worker_redispatches(fleet, kube, namespace):
             return where if where and where != first else None
 
         assert await eventually(placed_elsewhere, timeout=60) in env.clusters
+
+
+async def test_a_job_no_worker_can_admit_says_why(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace) as env:
+        await kube.create(api.JOB, mk_job("too-big", cpu="6"), namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("too-big"))
+
+        async def explained():
+            current = await env.get(kube, api.WORKLOAD, wl["metadata"]["name"], namespace)
+            state = check_state(current, env.check)
+            return (
+                state
+                if state and state["message"].startswith("Not admitted by any worker cluster yet: ")
+                else None
+            )
+
+        state = await eventually(explained, timeout=40)
+        assert state["state"] == "Pending"
+        for cluster in env.clusters:
+            assert f'"{cluster}": ' in state["message"]
+        assert "insufficient quota" in state["message"]

@@ -64,6 +64,7 @@ import argparse  # noqa: E402
 import base64  # noqa: E402
 import datetime as dt  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -116,6 +117,8 @@ SETUP_NAMESPACE = "default"
 SETUP_ADMISSION_CHECK = "sample-multikueue"
 SETUP_MULTIKUEUE_CONFIG = "multikueue-config"
 SAMPLE_JOB_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 # The sample LWS `up --setup-multikueue` (and `sample-lws`) submits on the manager: the shared example.
 SAMPLE_LWS_FILE = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
 SAMPLE_LWS_TIMEOUT = 180.0
@@ -1748,7 +1751,7 @@ def sample_job() -> dict:
         "metadata": {
             "generateName": "sample-job-",
             "namespace": SETUP_NAMESPACE,
-            "labels": {"kueue.x-k8s.io/queue-name": SETUP_LOCAL_QUEUE},
+            "labels": {QUEUE_NAME_LABEL: SETUP_LOCAL_QUEUE},
         },
         "spec": {
             "parallelism": 1,
@@ -1836,6 +1839,170 @@ def setup_multikueue(state: State) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# sample-lws: the sample LeaderWorkerSet on the manager, every group on one worker
+# ----------------------------------------------------------------------------------------------
+
+
+def sample_lws_manifest(text: str, source: str = "the sample") -> dict:
+    """The sample's LeaderWorkerSet, in `default` unless it names a namespace. It must be queued in
+    user-queue: without that label Kueue ignores it, and the manager cluster never runs its pods."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError as e:
+        raise FleetError(f"{source} is not valid YAML: {e}") from None
+    lws = next((d for d in docs if isinstance(d, dict) and d.get("kind") == "LeaderWorkerSet"), None)
+    if lws is None or not (lws.get("metadata") or {}).get("name"):
+        raise FleetError(f"{source} holds no LeaderWorkerSet with a metadata.name")
+    lws["metadata"].setdefault("namespace", SETUP_NAMESPACE)
+    queue = (lws["metadata"].get("labels") or {}).get(QUEUE_NAME_LABEL)
+    if queue != SETUP_LOCAL_QUEUE:
+        raise FleetError(
+            f"{source}: the LeaderWorkerSet must carry the label {QUEUE_NAME_LABEL}: {SETUP_LOCAL_QUEUE} "
+            f"(the fleet's LocalQueue), not {queue!r}"
+        )
+    return lws
+
+
+def lws_replicas(lws: dict) -> int:
+    value = (lws.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def sample_lws_placement(lws: dict) -> str | None:
+    """The worker a manager LWS runs on, once the manager shows every group ready there."""
+    worker = (lws["metadata"].get("annotations") or {}).get(ANNOTATION_WORKER_CLUSTER)
+    ready = (lws.get("status") or {}).get("readyReplicas") or 0
+    return worker if worker and ready == lws_replicas(lws) else None
+
+
+def describe_lws_workloads(lws_name: str, workloads: list[dict]) -> str:
+    """One line per Workload of the LWS on the manager: conditions, admission checks, cluster."""
+    lines = []
+    for wl in workloads:
+        meta, status = wl["metadata"], wl.get("status") or {}
+        if (meta.get("annotations") or {}).get("kueue.x-k8s.io/job-owner-name") != lws_name:
+            continue
+        conditions = ", ".join(
+            f"{c['type']}={c['status']}" + (f" ({c.get('message')})" if c.get("message") else "")
+            for c in status.get("conditions") or ()
+        )
+        checks = ", ".join(
+            f"{c['name']}={c.get('state')}" + (f" ({c.get('message')})" if c.get("message") else "")
+            for c in status.get("admissionChecks") or ()
+        )
+        lines.append(
+            f"  {meta['name']}: {conditions or 'no conditions'}; checks: {checks or 'none'}; "
+            f"clusterName: {status.get('clusterName') or '-'}"
+        )
+    return "\n".join(lines) or f"  no Workload of {lws_name} on the manager (is the manager's agent running?)"
+
+
+def sample_lws_next_steps(
+    localfleet_cmd: str, lws: dict, worker: str, worker_env_index: int, running_pods: int
+) -> str:
+    """Where the sample runs and how to look at it from the manager and from its worker."""
+    name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
+    manager = 'kubectl --kubeconfig "$KUBECONFIG_MANAGER"'
+    on_worker = f'kubectl --kubeconfig "$KUBECONFIG_WORKER{worker_env_index}"'
+    annotation = ANNOTATION_WORKER_CLUSTER.replace(".", "\\.")
+    columns = (
+        "NAME:.metadata.name,REPLICAS:.spec.replicas,READY:.status.readyReplicas,"
+        f"WORKER:.metadata.annotations.{annotation}"
+    )
+    replicas = lws_replicas(lws)
+    return "\n".join(
+        [
+            f"The sample LeaderWorkerSet {namespace}/{name} runs on {worker}: {replicas}/{replicas} groups "
+            f"ready, {running_pods} pods running there (the manager cluster runs no LWS controller, so "
+            "no pods).",
+            "",
+            f'eval "$({localfleet_cmd} env)"',
+            "",
+            "# On the manager: the LWS (with the worker's status and the worker's name) and one Workload "
+            "per group:",
+            f"{manager} get lws,workloads -n {namespace}",
+            f"{manager} get lws {name} -n {namespace} -o custom-columns='{columns}'",
+            "",
+            f"# On {worker}, where it runs: the LWS copy and its pods:",
+            f"{on_worker} get lws,pods -n {namespace}",
+            "",
+            f"# Remove it (the manager removes the copy, its pods and Workloads on {worker}):",
+            f"{manager} delete lws {name} -n {namespace}",
+        ]
+    )
+
+
+def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMPLE_LWS_TIMEOUT) -> str | None:
+    """Create the sample LWS on the manager (server-side apply: again changes nothing), wait until the
+    manager's LWS shows every group ready on one worker, and print how to look at it. Returns that
+    worker, or None when there is no sample file."""
+    if not path.is_file():
+        log(f"note: no sample LeaderWorkerSet at {path}; skipping the sample")
+        return None
+    clusters = state.data["clusters"]
+    if MANAGER_COMPONENT not in clusters.get(MANAGER, {}):
+        raise FleetError(
+            f"the fleet in {state.run_dir} runs no federation manager: start it with "
+            "`up --setup-multikueue`, then run sample-lws"
+        )
+    workers = [name for name, c in clusters.items() if c["role"] == "worker"]
+    lws = sample_lws_manifest(path.read_text(), str(path))
+    name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
+    bins = Binaries(state.data.get("versions") or read_versions())
+    manager = Kubectl(bins.path("kubectl"), clusters[MANAGER]["kubeconfig"])
+    t0 = time.monotonic()
+    log(f"creating the sample LeaderWorkerSet {namespace}/{name} on the manager ({path})")
+    manager.apply([lws])
+    found: dict = {}
+
+    def placed() -> bool:
+        res = manager("get", "lws", name, "-n", namespace, "-o", "json", check=False)
+        found["worker"] = sample_lws_placement(json.loads(res.stdout)) if res.returncode == 0 else None
+        return found["worker"] is not None
+
+    try:
+        wait_for(
+            f"the manager's LWS {namespace}/{name} to show readyReplicas={lws_replicas(lws)} and "
+            f"the annotation {ANNOTATION_WORKER_CLUSTER}",
+            placed,
+            timeout,
+            interval=1,
+            procs=[p for p in state.data["processes"] if p["component"] in OUR_COMPONENTS],
+        )
+    except FleetError as e:
+        res = manager("get", "workloads", "-n", namespace, "-o", "json", check=False)
+        items = json.loads(res.stdout)["items"] if res.returncode == 0 else []
+        raise FleetError(
+            f"{e}\nits Workloads on the manager:\n{describe_lws_workloads(name, items)}\n"
+            f"logs: {state.run_dir}/{MANAGER}/{MANAGER_COMPONENT}.log, <cluster>/{AGENT_COMPONENT}.log"
+        ) from None
+    worker = found["worker"]
+    if worker not in workers:
+        raise FleetError(f"the manager's LWS names {worker!r} as its worker, which is not one of {workers}")
+    pods = Kubectl(bins.path("kubectl"), clusters[worker]["kubeconfig"]).get_json(
+        "pods", "-n", namespace, "-l", f"{LWS_NAME_LABEL}={name}"
+    )["items"]
+    running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+    log(f"the sample LeaderWorkerSet is ready on {worker} after {fmt_duration(time.monotonic() - t0)}")
+    steps = sample_lws_next_steps(
+        localfleet_command(state.run_dir), lws, worker, workers.index(worker) + 1, running
+    )
+    print(steps)
+    return worker
+
+
+def go_duration(text: str) -> str:
+    """A non-negative Go duration (20s, 1m30s, 0), as the manager's Configuration takes it."""
+    value = text.strip()
+    if value == "0" or _GO_DURATION.fullmatch(value):
+        return value
+    raise argparse.ArgumentTypeError(f"{text!r} is not a duration: use Go syntax such as 20s, 5m or 1h30m")
+
+
+_GO_DURATION = re.compile(r"(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+")
+
+
+# ----------------------------------------------------------------------------------------------
 # Commands
 # ----------------------------------------------------------------------------------------------
 
@@ -1849,6 +2016,7 @@ def cmd_build(args: argparse.Namespace) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
+    t0 = time.monotonic()
     if args.workers < 0:
         raise FleetError("--workers must be 0 (a manager cluster only) or more")
     if args.setup_multikueue:
@@ -1874,6 +2042,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         run_dir=Path(args.dir),
         client_qps=args.client_qps,
         client_burst=args.client_burst,
+        worker_lost_timeout=args.worker_lost_timeout,
     )
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
@@ -1895,6 +2064,17 @@ def cmd_up(args: argparse.Namespace) -> None:
             fleet.state.data["status"] = "failed"
             fleet.state.save()
         raise
+    if opts.setup_multikueue and not args.no_sample:
+        print()
+        try:
+            sample_lws(fleet.state)
+        except FleetError as e:
+            # The fleet itself is up and set up: keep it, so that the logs and objects can be looked at.
+            raise FleetError(
+                f"{e}\nthe fleet is still up in {opts.run_dir} (`{localfleet_command(opts.run_dir)} down` "
+                "stops it)"
+            ) from None
+    log(f"up finished in {fmt_duration(time.monotonic() - t0)}")
 
 
 def down(run_dir: Path) -> int:
@@ -1930,6 +2110,13 @@ def cmd_setup_multikueue(args: argparse.Namespace) -> None:
     if state.data.get("status") != "up" or not fleet_is_running(state):
         raise FleetError(f"the fleet in {args.dir} is not up (`status` shows what runs); start it with `up`")
     setup_multikueue(state)
+
+
+def cmd_sample_lws(args: argparse.Namespace) -> None:
+    state = load_running_state(Path(args.dir))
+    if state.data.get("status") != "up" or not fleet_is_running(state):
+        raise FleetError(f"the fleet in {args.dir} is not up (`status` shows what runs); start it with `up`")
+    sample_lws(state, Path(args.file), args.timeout)
 
 
 def cmd_env(args: argparse.Namespace) -> None:
@@ -2022,6 +2209,17 @@ def main(argv: list[str] | None = None) -> int:
         help="clientConnection.qps of our agents and manager, per API resource (default: Kueue's 20)",
     )
     u.add_argument("--client-burst", type=int, help="clientConnection.burst (default: Kueue's 30)")
+    u.add_argument(
+        "--worker-lost-timeout",
+        type=go_duration,
+        default=DEFAULT_WORKER_LOST_TIMEOUT,
+        help="multiKueue.workerLostTimeout of our manager, a Go duration (default: upstream's 15m)",
+    )
+    u.add_argument(
+        "--no-sample",
+        action="store_true",
+        help="with --setup-multikueue: do not create the sample LeaderWorkerSet (`sample-lws`) at the end",
+    )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")
     sub.add_parser("status", help="what is up")
@@ -2030,6 +2228,13 @@ def main(argv: list[str] | None = None) -> int:
         help="queues on every cluster, and Secrets, MultiKueueClusters, MultiKueueConfig, AdmissionCheck "
         "on the manager (a fleet started with --agents --manager)",
     )
+    s = sub.add_parser(
+        "sample-lws",
+        help="the sample LeaderWorkerSet on the manager, until every group is ready on one worker "
+        "(a fleet set up with setup-multikueue)",
+    )
+    s.add_argument("--file", default=str(SAMPLE_LWS_FILE), help="the LWS manifest (default: the shared one)")
+    s.add_argument("--timeout", type=float, default=SAMPLE_LWS_TIMEOUT, help="seconds to wait (default 180)")
     sub.add_parser("env", help="print shell exports for the running fleet")
     args = parser.parse_args(argv)
     # Piped into `head` and the like: end quietly, as shell tools do.
@@ -2041,6 +2246,7 @@ def main(argv: list[str] | None = None) -> int:
         "status": cmd_status,
         "env": cmd_env,
         "setup-multikueue": cmd_setup_multikueue,
+        "sample-lws": cmd_sample_lws,
     }
     try:
         handlers[args.command](args)

@@ -176,6 +176,20 @@ async def test_scaling_changes_the_remote_lws_in_place(fleet, kube, namespace):
         await eventually(one_copy_left, timeout=30)
         assert (await env.remote(cluster, api.LEADER_WORKER_SET, "scale"))["metadata"]["uid"] == uid
 
+        # A template change reaches the worker's LWS as an update of its spec (its controller rolls
+        # it out), not as a re-creation.
+        patch = {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"metadata": {"labels": {"rev": "2"}}}}}}
+        await kube.patch_merge(api.LEADER_WORKER_SET, "scale", patch, namespace)
+
+        async def new_template():
+            current = await env.remote(cluster, api.LEADER_WORKER_SET, "scale")
+            template = current["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+            return (
+                current if ((template.get("metadata") or {}).get("labels") or {}).get("rev") == "2" else None
+            )
+
+        assert (await eventually(new_template, timeout=30))["metadata"]["uid"] == uid
+
 
 async def test_a_group_evicted_on_its_worker_is_replaced_whole(fleet, kube, namespace):
     preemption = {"withinClusterQueue": "LowerPriority"}

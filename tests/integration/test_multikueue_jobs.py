@@ -5,7 +5,7 @@ left behind; a worker without quota is skipped; a worker eviction re-dispatches.
 from __future__ import annotations
 
 import pytest
-from admission_kit import workload
+from admission_kit import local_queue, workload
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
 
 from kube_runtime import api
@@ -173,3 +173,35 @@ async def test_a_job_no_worker_can_admit_says_why(fleet, kube, namespace):
         for cluster in env.clusters:
             assert f'"{cluster}": ' in state["message"]
         assert "insufficient quota" in state["message"]
+
+
+async def test_a_namespace_missing_on_the_workers_is_reported_on_the_workload(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env:
+        only_here = f"{namespace}-x"
+        await kube.create(
+            api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": only_here}}
+        )
+        try:
+            cq = next(c for c in env.cleanup if c[1] is api.CLUSTER_QUEUE and c[0] is kube)[2]
+            await kube.create(api.LOCAL_QUEUE, local_queue(only_here, "main", cq), namespace=only_here)
+            await kube.create(api.JOB, mk_job("lost"), namespace=only_here)
+
+            async def reported():
+                items, _ = await kube.list(api.EVENT, namespace=only_here)
+                notes = [e.get("note", "") for e in items if e.get("reason") == "MultiKueueDispatchFailed"]
+                return notes[0] if notes else None
+
+            note = await eventually(reported, timeout=40)
+            assert note.startswith("Cannot create the workload on every nominated worker: ")
+            assert f'namespaces "{only_here}" not found' in note
+        finally:
+            await _strip_finalizers_and_delete(kube, only_here)
+
+
+async def _strip_finalizers_and_delete(kube, namespace: str) -> None:
+    items, _ = await kube.list(api.WORKLOAD, namespace=namespace)
+    for wl in items:
+        await kube.patch_merge(
+            api.WORKLOAD, wl["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace
+        )
+    await kube.delete(api.NAMESPACE, namespace)

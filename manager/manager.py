@@ -294,7 +294,7 @@ class Manager:
             self.reconciler.enqueue_siblings(obj)  # a primary may be waiting for this member
 
         self.workloads.add_handler(
-            on_add=workload_changed, on_update=workload_changed, on_delete=workload_deleted
+            on_add=workload_added, on_update=workload_changed, on_delete=workload_deleted
         )
 
         batch = self.options.remote_event_batch_seconds

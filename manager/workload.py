@@ -380,16 +380,14 @@ class WorkloadReconciler:
     ) -> Result:
         meta = wl["metadata"]
         namespace, name, key = meta["namespace"], meta["name"], object_key(wl)
-        for other, remote in group.remotes.items():
-            if other != cluster and remote is not None:
-                await self.remove_remote_objects(group.available[other], adapter, namespace, owner_name, name)
         client = group.available[cluster]
         self.metrics.stage(key, "remote_admitted")
+        status = wl.get("status") or {}
         if wlutil.has_quota_reservation(wl) and wlutil.is_evicted(wl):
+            await self._remove_other_copies(wl, adapter, owner_name, group, cluster)
             await self._deactivate_remote(client, wl, group.remotes[cluster])
             return Result(requeue_after=self.worker_lost_timeout)
-        deferred = await self.sync_job(client, adapter, namespace, owner_name, name)
-        status = wl.get("status") or {}
+        became_ready = False
         if state.get("state") not in (api.CHECK_STATE_RETRY, api.CHECK_STATE_REJECTED):
             message = api.admitted_on_worker_message(cluster)
             current = status.get("clusterName")
@@ -405,16 +403,29 @@ class WorkloadReconciler:
                 or not current
                 or status.get("nominatedClusterNames")
             ):
+                # The winner is recorded first: this write fails on a stale copy of the Workload (one
+                # that does not show a winner recorded meanwhile), before anything is deleted.
                 await self._mark_ready(wl, state, cluster, message, became_ready)
-                if became_ready:
-                    self.enqueue_siblings(wl)
-                    self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
-                    cq = (status.get("admission") or {}).get("clusterQueue", "")
-                    self.metrics.admitted(cq, cluster)
-                    self.metrics.stage(key, "check_ready")
+        await self._remove_other_copies(wl, adapter, owner_name, group, cluster)
+        deferred = await self.sync_job(client, adapter, namespace, owner_name, name)
+        if became_ready:
+            self.enqueue_siblings(wl)
+            self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
+            self.metrics.admitted((status.get("admission") or {}).get("clusterQueue", ""), cluster)
+            self.metrics.stage(key, "check_ready")
         if not deferred and state.get("state") == api.CHECK_STATE_READY:
             self.metrics.stage(key, "status_mirrored")
         return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER if deferred else self.worker_lost_timeout)
+
+    async def _remove_other_copies(
+        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group, cluster: str
+    ) -> None:
+        meta = wl["metadata"]
+        for other, remote in group.remotes.items():
+            if other != cluster and remote is not None:
+                await self.remove_remote_objects(
+                    group.available[other], adapter, meta["namespace"], owner_name, meta["name"]
+                )
 
     async def _mark_ready(self, wl: Obj, state: Obj, cluster: str, message: str, became_ready: bool) -> None:
         """One admission-status apply: the check Ready, clusterName set, nominations cleared."""

@@ -5,13 +5,15 @@ PY := $(VENV)/bin/python
 # `make test` uses its own fleet, so it never touches one started by `make up`.
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
-.PHONY: help venv build up down status env test test-unit test-cluster lint format clean bench-engine \
+.PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
 	bench-engine-upstream bench-federation
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
 	@echo "             every cluster, our manager on the manager cluster, and MultiKueue set up"
-	@echo "             (queues, worker Secrets, MultiKueueClusters, AdmissionCheck); prints how to submit a Job"
+	@echo "             (queues, worker Secrets, MultiKueueClusters, AdmissionCheck); then runs the sample"
+	@echo "             LeaderWorkerSet on a worker through the manager and prints how to look at it"
+	@echo "make sample-lws  the sample LeaderWorkerSet again (on a fleet from make up)"
 	@echo "make status  what runs, readiness, memory per process"
 	@echo "make down    stop it"
 	@echo "make test    unit, integration and e2e tests (builds binaries, starts and stops a test fleet)"
@@ -33,6 +35,9 @@ build: venv
 
 up: build
 	$(PY) hack/localfleet.py up --agents --manager --setup-multikueue
+
+sample-lws:
+	$(PYTHON) hack/localfleet.py sample-lws
 
 down:
 	$(PYTHON) hack/localfleet.py down

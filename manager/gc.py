@@ -1,6 +1,7 @@
 """Garbage collection on workers (multikueue-spec §3.2), every `gcInterval`: remote Workloads of
 our origin whose manager Workload is gone (with their owner job, when it is ours), and, beyond
-upstream, remote jobs of our origin whose Workload is gone on both sides. Objects without our
+upstream, remote jobs (Jobs, LeaderWorkerSets) of our origin that none of their Workloads uses on
+that worker any more: gone, or moved elsewhere while the worker was unreachable. Objects without our
 origin label are never touched, so two managers with different origins can share a worker."""
 
 from __future__ import annotations
@@ -39,6 +40,19 @@ class GarbageCollector:
         local = self.workloads.get(key)
         return local is not None and not local["metadata"].get("deletionTimestamp")
 
+    def _belongs_on(self, client: RemoteClient, key: str) -> bool:
+        """A job object on a worker is in use while one of its Workloads has a copy there or is
+        placed there; otherwise it is stale (its Workloads are gone, or moved to another worker
+        while this one was unreachable)."""
+        if client.remote_workload(*key.split("/", 1)) is not None:
+            return True
+        local = self.workloads.get(key)
+        return (
+            local is not None
+            and not local["metadata"].get("deletionTimestamp")
+            and (local.get("status") or {}).get("clusterName") == client.name
+        )
+
     async def run(self, interval: float) -> None:
         if interval <= 0:
             return
@@ -76,9 +90,7 @@ class GarbageCollector:
             cache = client.cache(adapter.resource)
             for job in cache.list() if cache is not None else ():
                 keys = adapter.workload_keys_for(job)
-                if not keys or any(
-                    self._local_alive(k) or client.remote_workload(*k.split("/", 1)) for k in keys
-                ):
+                if not keys or any(self._belongs_on(client, k) for k in keys):
                     continue
                 meta = job["metadata"]
                 if await delete_if_owned(

@@ -279,10 +279,17 @@ class Manager:
 
     def _wire_handlers(self) -> None:
         def workload_changed(obj: Obj, *_: Any) -> None:
-            key = object_key(_[-1] if _ else obj)
+            new = _[-1] if _ else obj
+            key = object_key(new)
             self.workload_ctl.enqueue(key)
             if self.incremental is not None:
                 self.incremental_ctl.enqueue(key)
+            if _ and (obj.get("status") or {}).get("clusterName") != (new.get("status") or {}).get(
+                "clusterName"
+            ):
+                # Group members follow each other's placement: a member waiting (with backoff) for
+                # its siblings' worker must not wait out its backoff when that placement changes.
+                self.reconciler.enqueue_siblings(new)
 
         def workload_deleted(obj: Obj) -> None:
             self.reconciler.remember_deleted(obj)

@@ -315,3 +315,174 @@ def test_our_processes_stop_before_the_control_planes(monkeypatch):
         ["worker-agent", "worker-agent", "manager"],
         ["etcd", "kube-apiserver", "kwok"],
     ]
+
+
+def test_manager_config_enables_the_agents_frameworks_and_the_worker_lost_timeout(tmp_path):
+    """The manager has a MultiKueue adapter only for the frameworks in its own config: the same list
+    as the agents', so LeaderWorkerSets and pod groups are dispatched, not rejected."""
+    from manager.config import load_manager_config
+
+    up = localfleet.FleetUp.__new__(localfleet.FleetUp)
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path, worker_lost_timeout="20s")
+    plan = localfleet.ClusterPlan(
+        "manager", "manager", tmp_path, ports={"manager-metrics": 18080, "manager-health": 18081}
+    )
+    path = tmp_path / "manager-config.yaml"
+    path.write_text(yaml.safe_dump(up.manager_config(plan)))
+    config = load_manager_config(path)
+    assert list(config.frameworks) == localfleet.AGENT_FRAMEWORKS
+    assert "leaderworkerset.x-k8s.io/leaderworkerset" in config.frameworks
+    assert "pod" in config.frameworks
+    assert config.multikueue.worker_lost_timeout_seconds == 20
+    agent = up.agent_config(
+        localfleet.ClusterPlan(
+            "worker1",
+            "worker",
+            tmp_path,
+            ports={"agent-metrics": 1, "agent-health": 2, "agent-webhook": 3},
+        )
+    )
+    assert agent["integrations"] == up.manager_config(plan)["integrations"]
+
+
+def test_the_worker_annotation_is_the_managers():
+    from manager.adapters.leaderworkerset import ANNOTATION_WORKER_CLUSTER
+
+    assert localfleet.ANNOTATION_WORKER_CLUSTER == ANNOTATION_WORKER_CLUSTER
+
+
+@pytest.mark.parametrize("value", ["20s", "15m", "1h30m", "1.5s", "300ms", "0"])
+def test_go_durations_are_accepted(value):
+    assert localfleet.go_duration(value) == value
+
+
+@pytest.mark.parametrize("value", ["20", "-5s", "1 m", "soon", "", "5d"])
+def test_bad_durations_are_refused_with_the_syntax(value):
+    with pytest.raises(localfleet.argparse.ArgumentTypeError, match="Go syntax such as 20s"):
+        localfleet.go_duration(value)
+
+
+def test_up_refuses_a_bad_worker_lost_timeout_before_anything_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(localfleet.signal, "signal", lambda *args: None)  # main() resets SIGPIPE
+    run_dir = tmp_path / "fleet"
+    with pytest.raises(SystemExit):
+        localfleet.main(["--dir", str(run_dir), "up", "--worker-lost-timeout", "twenty"])
+    assert "Go syntax such as 20s" in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
+SAMPLE_TEXT = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: nginx-leaderworkerset
+  labels:
+    app: nginx
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 3
+"""
+
+
+def test_the_shared_sample_is_queued_in_the_fleets_local_queue():
+    if not localfleet.SAMPLE_LWS_FILE.is_file():
+        pytest.skip(f"no {localfleet.SAMPLE_LWS_FILE}")
+    lws = localfleet.sample_lws_manifest(localfleet.SAMPLE_LWS_FILE.read_text())
+    assert lws["metadata"]["namespace"] == "default"
+    assert localfleet.lws_replicas(lws) == 2
+
+
+def test_sample_manifest_goes_to_default_unless_it_names_a_namespace():
+    lws = localfleet.sample_lws_manifest(SAMPLE_TEXT)
+    assert lws["metadata"]["name"] == "nginx-leaderworkerset"
+    assert lws["metadata"]["namespace"] == "default"
+    other = localfleet.sample_lws_manifest(SAMPLE_TEXT.replace("  labels:", "  namespace: team\n  labels:"))
+    assert other["metadata"]["namespace"] == "team"
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (SAMPLE_TEXT.replace("user-queue", "other-queue"), "must carry the label kueue.x-k8s.io/queue-name"),
+        (SAMPLE_TEXT.replace("    kueue.x-k8s.io/queue-name: user-queue\n", ""), "not None"),
+        ("kind: Job\nmetadata: {name: x}\n", "holds no LeaderWorkerSet"),
+        ("kind: [", "is not valid YAML"),
+    ],
+)
+def test_a_sample_that_could_never_run_is_refused_with_why(text, error):
+    with pytest.raises(localfleet.FleetError, match=error):
+        localfleet.sample_lws_manifest(text, "sample.yaml")
+
+
+def _manager_lws(replicas=2, ready=None, worker=None) -> dict:
+    lws = {"metadata": {"name": "s", "annotations": {}}, "spec": {"replicas": replicas}, "status": {}}
+    if ready is not None:
+        lws["status"]["readyReplicas"] = ready
+    if worker:
+        lws["metadata"]["annotations"][localfleet.ANNOTATION_WORKER_CLUSTER] = worker
+    return lws
+
+
+def test_the_sample_is_placed_once_every_group_is_ready_on_the_named_worker():
+    assert localfleet.sample_lws_placement(_manager_lws()) is None
+    assert localfleet.sample_lws_placement(_manager_lws(ready=2)) is None  # no worker named yet
+    assert localfleet.sample_lws_placement(_manager_lws(ready=1, worker="worker2")) is None
+    assert localfleet.sample_lws_placement(_manager_lws(ready=2, worker="worker2")) == "worker2"
+    one = _manager_lws(ready=1, worker="worker1")
+    del one["spec"]["replicas"]  # LWS's default: 1
+    assert localfleet.sample_lws_placement(one) == "worker1"
+
+
+def test_sample_next_steps_look_from_the_manager_and_from_the_worker():
+    lws = localfleet.sample_lws_manifest(SAMPLE_TEXT)
+    text = localfleet.sample_lws_next_steps(
+        "python3 hack/localfleet.py --dir /dev/shm/x", lws, "worker2", 2, 6
+    )
+    assert "runs on worker2: 2/2 groups ready, 6 pods running there" in text
+    assert 'eval "$(python3 hack/localfleet.py --dir /dev/shm/x env)"' in text
+    assert 'kubectl --kubeconfig "$KUBECONFIG_MANAGER" get lws,workloads -n default' in text
+    assert 'kubectl --kubeconfig "$KUBECONFIG_WORKER2" get lws,pods -n default' in text
+    assert "KUBECONFIG_WORKER1" not in text
+    columns = next(line for line in text.splitlines() if "custom-columns" in line)
+    assert "WORKER:.metadata.annotations.kueue-federation\\.dev/multikueue-cluster" in columns
+    assert 'kubectl --kubeconfig "$KUBECONFIG_MANAGER" delete lws nginx-leaderworkerset -n default' in text
+
+
+def test_a_sample_that_does_not_get_ready_is_explained_by_its_workloads():
+    workloads = [
+        {
+            "metadata": {
+                "name": "leaderworkerset-s-0-abc",
+                "annotations": {"kueue.x-k8s.io/job-owner-name": "s"},
+            },
+            "status": {
+                "conditions": [{"type": "QuotaReserved", "status": "True", "message": "Quota reserved"}],
+                "admissionChecks": [
+                    {"name": "sample-multikueue", "state": "Pending", "message": "Not admitted by any worker"}
+                ],
+            },
+        },
+        {"metadata": {"name": "job-other", "annotations": {"kueue.x-k8s.io/job-owner-name": "other"}}},
+    ]
+    text = localfleet.describe_lws_workloads("s", workloads)
+    assert text.splitlines() == [
+        "  leaderworkerset-s-0-abc: QuotaReserved=True (Quota reserved); "
+        "checks: sample-multikueue=Pending (Not admitted by any worker); clusterName: -"
+    ]
+    assert "no Workload of s on the manager" in localfleet.describe_lws_workloads("s", workloads[1:])
+
+
+def test_without_the_sample_file_sample_lws_only_says_so(tmp_path, capsys):
+    state = localfleet.State(tmp_path)
+    assert localfleet.sample_lws(state, tmp_path / "missing.yaml") is None
+    assert "no sample LeaderWorkerSet at" in capsys.readouterr().err
+
+
+def test_sample_lws_refuses_a_fleet_without_the_manager(tmp_path):
+    (tmp_path / "sample.yaml").write_text(SAMPLE_TEXT)
+    state = localfleet.State(tmp_path)
+    state.data["clusters"] = {"manager": {"role": "manager", "kubeconfig": "x"}}
+    with pytest.raises(localfleet.FleetError, match="runs no federation manager"):
+        localfleet.sample_lws(state, tmp_path / "sample.yaml")

@@ -165,6 +165,7 @@ class LeaderWorkerSetIntegration:
         desired = {f"{namespace}/{group_workload_name(lws, i)}": i for i in range(replicas)}
         origin = bool((lws["metadata"].get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN))
         queue = (lws["metadata"].get("labels") or {}).get(api.LABEL_QUEUE_NAME, "")
+        retry = False
         for wl_key, index in desired.items():
             wl = existing.get(wl_key) or self.state.workloads.get(wl_key)
             if wl is None:
@@ -180,8 +181,12 @@ class LeaderWorkerSetIntegration:
                 # does it for groups that have pods.
                 current = wlstatus.working_copy(wl)
                 if wlstatus.clear_reservation_after_eviction(current, self.agent.clock.now()):
-                    with contextlib.suppress(NotFound, Conflict):
+                    try:
                         await wlstatus.apply_admission_status(self.kube, current, strict=True)
+                    except Conflict:
+                        retry = True  # a newer copy: look again (no later event may come)
+                    except NotFound:
+                        pass
             elif (
                 (wl.get("spec") or {}).get("queueName") != queue
                 and queue
@@ -198,7 +203,7 @@ class LeaderWorkerSetIntegration:
             if wl_key not in desired:
                 await self._delete_workload(wl)
         await self._label_pods(lws, key)
-        return None
+        return Result(requeue=True) if retry else None
 
     def _live_pods(self, key: str, index: int) -> list[Obj]:
         return [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -103,3 +103,31 @@ class HealthServer:
         if "verbose" in request.query:
             return web.Response(text="\n".join([*lines, "readyz check passed"]) + "\n")
         return web.Response(text="ok")
+
+
+def parse_bind_address(address: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
+    """`:8080`, `127.0.0.1:0` or `0` (disabled is `0`, returned as port -1)."""
+    if address in ("0", ""):
+        return default_host, -1
+    host, _, port = address.rpartition(":")
+    return host or default_host, int(port)
+
+
+async def start_servers(
+    addresses: Iterable[str], registry: CollectorRegistry, ready: ReadinessCheck
+) -> list[HealthServer]:
+    """One server per distinct address (`metrics.bindAddress`, `health.healthProbeBindAddress`),
+    each serving /metrics /healthz and a /readyz that asks `ready`; "0" turns an address off."""
+    servers: list[HealthServer] = []
+    seen: set[tuple[str, int]] = set()
+    for address in addresses:
+        host, port = parse_bind_address(address)
+        if port < 0 or ((host, port) in seen and port != 0):
+            continue
+        seen.add((host, port))
+        server = HealthServer(host, port, registry)
+        server.add_readiness_check("informers-synced", ready)
+        await server.start()
+        servers.append(server)
+        log.info("serving /metrics /healthz /readyz", address=f"{host}:{server.port}")
+    return servers

@@ -8,10 +8,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kube_runtime import api
-from worker_agent.config import ConfigError, Configuration, parse_config
+from worker_agent.config import Configuration, load_config, parse_config
 
 # Both processes run in kueue-system on the manager cluster: they must not share a Lease.
 MANAGER_LEADER_ELECTION_ID = "kueue-federation-manager"
@@ -56,15 +54,4 @@ def parse_manager_config(data: Any, source: str = "<config>") -> Configuration:
 
 
 def load_manager_config(path: str | Path | None) -> Configuration:
-    if path is None:
-        return parse_manager_config({}, "<defaults>")
-    source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ConfigError(source, [f"cannot read the file: {e.strerror}"]) from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(source, [f"not valid YAML: {e}"]) from e
-    return parse_manager_config(data, source)
+    return load_config(path, parse_manager_config)

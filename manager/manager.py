@@ -20,7 +20,7 @@ from kube_runtime.client import KubeClient, KubeClientError
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
-from kube_runtime.httpserver import HealthServer
+from kube_runtime.httpserver import HealthServer, start_servers
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
 from manager import kubeconfig as creds
@@ -36,7 +36,6 @@ from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient, workload_keys
 from manager.workload import DispatchError, WorkloadReconciler
-from worker_agent.agent import parse_bind_address
 from worker_agent.config import Configuration
 from worker_agent.metrics import ClientRequestsCollector
 
@@ -388,17 +387,8 @@ class Manager:
     # -- running -----------------------------------------------------------------------------
 
     async def _start_servers(self) -> None:
-        seen: set[tuple[str, int]] = set()
-        for address in (self.metrics_bind_address, self.health_bind_address):
-            host, port = parse_bind_address(address)
-            if port < 0 or ((host, port) in seen and port != 0):
-                continue
-            seen.add((host, port))
-            server = HealthServer(host, port, self.registry)
-            server.add_readiness_check("informers-synced", self._synced)
-            await server.start()
-            self.servers.append(server)
-            log.info("serving /metrics /healthz /readyz", address=f"{host}:{server.port}")
+        addresses = (self.metrics_bind_address, self.health_bind_address)
+        self.servers = await start_servers(addresses, self.registry, self._synced)
 
     async def _synced(self) -> bool:
         return all(i.has_synced for i in self.informers)

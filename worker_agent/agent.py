@@ -22,7 +22,7 @@ from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
-from kube_runtime.httpserver import HealthServer
+from kube_runtime.httpserver import HealthServer, start_servers
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
 from worker_agent.admission import AdmissionState, on_spec_change
@@ -36,14 +36,6 @@ from worker_agent.webhooks import setup_webhooks
 log = structlog.get_logger("worker_agent")
 
 REPORTING_CONTROLLER = "kueue-admission"
-
-
-def parse_bind_address(address: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
-    """`:8080`, `127.0.0.1:0` or `0` (disabled is `0`, returned as port -1)."""
-    if address in ("0", ""):
-        return default_host, -1
-    host, _, port = address.rpartition(":")
-    return host or default_host, int(port)
 
 
 # Seconds a stopping agent spends writing queued events before it drops them.
@@ -101,17 +93,8 @@ class Agent:
     # ---------------------------------------------------------------------------------------------
 
     async def _start_servers(self) -> None:
-        seen: set[tuple[str, int]] = set()
-        for address in (self.metrics_bind_address, self.health_bind_address):
-            host, port = parse_bind_address(address)
-            if port < 0 or ((host, port) in seen and port != 0):
-                continue
-            seen.add((host, port))
-            server = HealthServer(host, port, self.registry)
-            server.add_readiness_check("informers-synced", self._synced)
-            await server.start()
-            self.servers.append(server)
-            log.info("serving /metrics /healthz /readyz", address=f"{host}:{server.port}")
+        addresses = (self.metrics_bind_address, self.health_bind_address)
+        self.servers = await start_servers(addresses, self.registry, self._synced)
 
     async def _synced(self) -> bool:
         return all(i.has_synced for i in self.state.informers + self.integration_informers)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -561,10 +562,14 @@ def _valid_dns_subdomain(value: str) -> bool:
     return len(value) <= 253 and re.fullmatch(rf"{label}(\.{label})*", value) is not None
 
 
-def load_config(path: str | Path | None) -> Configuration:
-    """Read and validate the file given with --config; no file means all defaults."""
+def load_config(
+    path: str | Path | None, parse: Callable[[Any, str], Configuration] | None = None
+) -> Configuration:
+    """Read and validate the file given with --config; no file means all defaults. `parse` is the
+    role's parser (the manager defaults a few fields differently), `parse_config` by default."""
+    parse = parse or parse_config
     if path is None:
-        return parse_config({}, "<defaults>")
+        return parse({}, "<defaults>")
     source = str(path)
     try:
         text = Path(path).read_text()
@@ -574,4 +579,4 @@ def load_config(path: str | Path | None) -> Configuration:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(source, [f"not valid YAML: {e}"]) from e
-    return parse_config(data, source)
+    return parse(data, source)

@@ -636,6 +636,6 @@ def test_e_a_lost_worker_s_lws_moves_whole_to_the_other_worker(mk, submit):
     wait_until(
         f"the LWS and its pods gone from {lost} after it came back",
         lambda: mk.lws(lost, name) is None and not pods_of(mk, lost, name),
-        timeout=30,
+        timeout=150,  # removed by the garbage collector, which runs every gcInterval (1m)
         interval=1,
     )

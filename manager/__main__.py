@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
 import structlog
 
-from kube_runtime.client import KubeClient
 from kube_runtime.logging import setup_logging
+from kube_runtime.process import load_clients, run_until_signalled
 from manager.config import load_manager_config
 from manager.manager import LeadershipLost, Manager
 from worker_agent.config import ConfigError
@@ -36,14 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _client(args: argparse.Namespace, qps: float, burst: int) -> KubeClient:
-    if args.kubeconfig:
-        return await KubeClient.from_kubeconfig_file(
-            args.kubeconfig, context=args.context, qps=qps, burst=burst
-        )
-    return await KubeClient.in_cluster(qps=qps, burst=burst)
-
-
 async def amain(args: argparse.Namespace) -> int:
     try:
         config = load_manager_config(args.config)
@@ -53,8 +44,7 @@ async def amain(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         log.warning("configuration", warning=warning)
     try:
-        kube = await _client(args, config.qps, config.burst)
-        events_kube = await _client(args, config.qps, config.burst)
+        kube, events_kube = await load_clients(args.kubeconfig, args.context, config.qps, config.burst)
     except Exception as exc:
         print(f"manager: cannot load cluster credentials: {exc}", file=sys.stderr)
         return 2
@@ -69,21 +59,7 @@ async def amain(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"manager: {exc}", file=sys.stderr)
         return 2
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: task.cancel() if task else None)
-    try:
-        await manager.run()
-    except asyncio.CancelledError:
-        log.info("stopped")
-        return 0
-    except LeadershipLost:
-        return 1
-    finally:
-        await kube.close()
-        await events_kube.close()
-    return 0
+    return await run_until_signalled(manager.run, [kube, events_kube], LeadershipLost)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
 import structlog
 
-from kube_runtime.client import KubeClient
 from kube_runtime.logging import setup_logging
+from kube_runtime.process import load_clients, run_until_signalled
 from worker_agent.agent import Agent, LeadershipLost
 from worker_agent.config import ConfigError, load_config
 
@@ -44,16 +43,7 @@ async def amain(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         log.warning("configuration", warning=warning)
     try:
-        if args.kubeconfig:
-            kube = await KubeClient.from_kubeconfig_file(
-                args.kubeconfig, context=args.context, qps=config.qps, burst=config.burst
-            )
-            events_kube = await KubeClient.from_kubeconfig_file(
-                args.kubeconfig, context=args.context, qps=config.qps, burst=config.burst
-            )
-        else:
-            kube = await KubeClient.in_cluster(qps=config.qps, burst=config.burst)
-            events_kube = await KubeClient.in_cluster(qps=config.qps, burst=config.burst)
+        kube, events_kube = await load_clients(args.kubeconfig, args.context, config.qps, config.burst)
     except Exception as exc:
         print(f"worker_agent: cannot load cluster credentials: {exc}", file=sys.stderr)
         return 2
@@ -64,21 +54,7 @@ async def amain(args: argparse.Namespace) -> int:
         health_bind_address=args.health_probe_bind_address,
         events_kube=events_kube,
     )
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: task.cancel() if task else None)
-    try:
-        await agent.run()
-    except asyncio.CancelledError:
-        log.info("stopped")
-        return 0
-    except LeadershipLost:
-        return 1
-    finally:
-        await kube.close()
-        await events_kube.close()
-    return 0
+    return await run_until_signalled(agent.run, [kube, events_kube], LeadershipLost)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,50 @@
+"""What `python -m worker_agent` and `python -m manager` share as processes: their API clients
+(one for the controllers, one for events, each with its own rate limit) and a run that ends on
+SIGINT/SIGTERM with exit code 0, or 1 when leadership is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from kube_runtime.client import KubeClient
+
+log = structlog.get_logger(__name__)
+
+
+async def load_clients(
+    kubeconfig: str | None, context: str | None, qps: float, burst: int
+) -> list[KubeClient]:
+    """Two clients with the same credentials: a kubeconfig file, or in-cluster when None."""
+    clients = []
+    for _ in range(2):
+        if kubeconfig:
+            client = await KubeClient.from_kubeconfig_file(kubeconfig, context=context, qps=qps, burst=burst)
+        else:
+            client = await KubeClient.in_cluster(qps=qps, burst=burst)
+        clients.append(client)
+    return clients
+
+
+async def run_until_signalled(
+    run: Callable[[], Awaitable[None]], clients: list[KubeClient], exit_one: type[BaseException]
+) -> int:
+    """Await `run()` until SIGINT/SIGTERM (exit 0) or `exit_one` (exit 1); the clients are closed."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: task.cancel() if task else None)
+    try:
+        await run()
+    except asyncio.CancelledError:
+        log.info("stopped")
+        return 0
+    except exit_one:
+        return 1
+    finally:
+        for client in clients:
+            await client.close()
+    return 0

@@ -65,6 +65,8 @@ from collections.abc import Iterable, Mapping, Sequence  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
+from bench_lws_mix import format_lws_mix, run_lws_mix  # noqa: E402
+
 LOCALFLEET_PATH = REPO / "hack" / "localfleet.py"
 DEFAULT_RUN_DIR = Path("/dev/shm" if Path("/dev/shm").is_dir() else "/tmp") / "kueue-federation-bench-fleet"
 Obj = dict[str, Any]
@@ -1468,6 +1470,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--client-burst", type=int, help=f"clientConnection.burst (default: Kueue's {DEFAULT_CLIENT_BURST})"
     )
+    p.add_argument(
+        "--lws",
+        type=int,
+        default=200,
+        help="LeaderWorkerSets of the LWS mix run after the Jobs (default 200; 0 skips it)",
+    )
+    p.add_argument("--lws-replicas", type=int, default=2, help="groups per LWS (default 2)")
+    p.add_argument("--lws-size", type=int, default=3, help="pods per group (default 3)")
+    p.add_argument("--lws-rate", type=float, default=10.0, help="LWS submitted per second (default 10)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON")
     p.add_argument(
         "--work-dir", help="metrics scrapes (default /tmp/kueue-federation-bench/federation-<time>)"
@@ -1482,6 +1493,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.timeout = 3600.0 if args.scale_test else 600.0
     if args.rate < 0 or args.jobs < 1 or args.clients < 1 or args.concurrency < 1:
         p.error("--rate must be >= 0; --jobs, --clients and --concurrency >= 1")
+    if args.lws < 0 or args.lws_replicas < 1 or args.lws_size < 1 or args.lws_rate <= 0:
+        p.error("--lws must be >= 0; --lws-replicas, --lws-size and --lws-rate positive")
+    if args.scale_test:
+        args.lws = 0
     return args
 
 
@@ -1499,14 +1514,30 @@ def main(argv: list[str] | None = None) -> int:
     work_dir.mkdir(parents=True, exist_ok=True)
     fleet = Fleet(Path(args.reuse_fleet or args.fleet_dir), owned=args.reuse_fleet is None)
     result: RunResult | None = None
+    lws_result = None
     try:
         if fleet.owned:
-            fleet.start(args.workers, node_size(jobs, args.nodes), args.client_qps, args.client_burst)
+            pods = max(jobs, args.lws * args.lws_replicas * args.lws_size)
+            fleet.start(args.workers, node_size(pods, args.nodes), args.client_qps, args.client_burst)
         else:
             fleet.load()
             say(f"using the running fleet in {fleet.run_dir}")
         say(f"machine load before the run: {loads(os.getloadavg())} on {os.cpu_count()} CPUs")
         result = asyncio.run(FederationRun(fleet, args, mode, jobs, work_dir).run())
+        if args.lws and not result.error:
+            lws_result = asyncio.run(
+                run_lws_mix(
+                    fleet.manager_kubeconfig,
+                    count=args.lws,
+                    replicas=args.lws_replicas,
+                    size=args.lws_size,
+                    rate=args.lws_rate,
+                    timeout_s=args.timeout,
+                    say=say,
+                    distribution=distribution,
+                    cleanup=not fleet.owned and not args.keep_jobs,
+                )
+            )
     except KeyboardInterrupt:
         say("interrupted")
         return 130
@@ -1516,6 +1547,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         fleet.stop(save_logs_to=work_dir)
     print(format_result(result), flush=True)
+    if lws_result is not None:
+        print(format_lws_mix(lws_result, fmt, fmt_dist), flush=True)
     if args.json:
         payload = {
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -1524,11 +1557,15 @@ def main(argv: list[str] | None = None) -> int:
             "fleetDir": str(fleet.run_dir),
             "workDir": str(work_dir),
             "result": result.to_dict(),
+            "lwsMix": asdict(lws_result) if lws_result is not None else None,
         }
         Path(args.json).write_text(json.dumps(payload, indent=2))
         say(f"results written to {args.json}")
     say(f"metrics scrapes and the manager's and agents' logs in {work_dir}")
-    return 1 if result.error or result.timed_out else 0
+    lws_failed = lws_result is not None and bool(
+        lws_result.error or lws_result.timed_out or lws_result.splits
+    )
+    return 1 if result.error or result.timed_out or lws_failed else 0
 
 
 if __name__ == "__main__":

@@ -692,6 +692,22 @@ DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 LABEL_MULTIKUEUE_ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 LABEL_MULTIKUEUE_WORKER_WORKLOAD_POD = "kueue.x-k8s.io/multikueue-worker-workload-pod"
 ANNOTATION_MULTIKUEUE_ORIGIN_UID = "kueue.x-k8s.io/multikueue-origin-uid"
+# Ours: the copies of one group's Workloads are admitted on a worker as one (worker_agent/engine/gang.py).
+ANNOTATION_MULTIKUEUE_GROUP_PRIMARY = "kueue-federation.dev/multikueue-group-primary"
+ANNOTATION_MULTIKUEUE_GROUP_MEMBERS = "kueue-federation.dev/multikueue-group-members"
+
+
+def waiting_for_group_primary_message(primary: str) -> str:
+    return f"Waiting to be admitted together with its group's primary workload {go_quote(primary)}"
+
+
+def waiting_for_group_members_message(missing: list[str]) -> str:
+    return f"Waiting for the other workloads of its group to be queued: {go_list(sorted(missing))}"
+
+
+def group_does_not_fit_message(count: int, message: str) -> str:
+    return f"The group of {count} workloads does not fit as a whole: {message}"
+
 
 # --- MultiKueueCluster `Active`
 MKC_REASON_ACTIVE = "Active"
@@ -841,6 +857,10 @@ def quota_automation_missing_resources_message(resources: list[str]) -> str:
 
 
 # --- Workload admission check state (ACS) messages written by MultiKueue
+
+
+# Ours: a Retry check on a Workload that no longer holds quota goes back to Pending.
+MSG_RETRY_WITHOUT_QUOTA = "The workload holds no quota any more and may be placed again"
 
 
 def acs_update_message(message: str, old_state: str) -> str:

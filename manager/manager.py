@@ -36,6 +36,7 @@ from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient, workload_keys
 from manager.workload import DispatchError, WorkloadReconciler
+from worker_agent import workload as wlutil
 from worker_agent.config import Configuration
 from worker_agent.metrics import ClientRequestsCollector
 
@@ -283,11 +284,13 @@ class Manager:
             self.workload_ctl.enqueue(key)
             if self.incremental is not None:
                 self.incremental_ctl.enqueue(key)
-            if _ and (obj.get("status") or {}).get("clusterName") != (new.get("status") or {}).get(
-                "clusterName"
+            if _ and (
+                (obj.get("status") or {}).get("clusterName") != (new.get("status") or {}).get("clusterName")
+                or wlutil.has_quota_reservation(obj) != wlutil.has_quota_reservation(new)
             ):
                 # Group members follow each other's placement: a member waiting (with backoff) for
-                # its siblings' worker must not wait out its backoff when that placement changes.
+                # its siblings' worker must not wait out its backoff when that placement changes,
+                # and a primary waits for every member's quota reservation.
                 self.reconciler.enqueue_siblings(new)
 
         def workload_deleted(obj: Obj) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
-from kube_runtime.client import AlreadyExists, KubeClient, NotFound
+from kube_runtime.client import AlreadyExists, Conflict, KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.controller import Result
@@ -87,15 +87,23 @@ def only_priority_differs(local: Obj, remote: Obj) -> bool:
     return rest_local == rest_remote
 
 
-def remote_copy(local: Obj, origin: str) -> Obj:
+def remote_copy(
+    local: Obj, origin: str, group_primary: str = "", group_members: list[str] | None = None
+) -> Obj:
     """cloneForCreate (§3.4.6): name, namespace, labels (job-uid dropped, origin added),
-    annotations, the spec; no owners, finalizers or status."""
+    annotations, the spec; no owners, finalizers or status. Beyond upstream, a group's copies name
+    their primary or members, so that our workers admit the group as one (engine/gang.py)."""
     meta = local["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != api.LABEL_JOB_UID}
     labels[api.LABEL_MULTIKUEUE_ORIGIN] = origin
     copy_meta: Obj = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
-    if meta.get("annotations"):
-        copy_meta["annotations"] = dict(meta["annotations"])
+    annotations = dict(meta.get("annotations") or {})
+    if group_primary:
+        annotations[api.ANNOTATION_MULTIKUEUE_GROUP_PRIMARY] = group_primary
+    if group_members:
+        annotations[api.ANNOTATION_MULTIKUEUE_GROUP_MEMBERS] = ",".join(sorted(group_members))
+    if annotations:
+        copy_meta["annotations"] = annotations
     return {
         "apiVersion": api.WORKLOAD.api_version,
         "kind": api.WORKLOAD.kind,
@@ -257,6 +265,10 @@ class WorkloadReconciler:
                 raise DispatchError("; ".join(errors))
             if wlutil.is_finished(wl):
                 self.metrics.forget(key)
+            elif state.get("state") == api.CHECK_STATE_RETRY:
+                # Retry asks for an eviction; without quota there is nothing left to evict, and a
+                # Retry check would keep the Workload inadmissible: it may try again.
+                await self.update_check_state(wl, state, api.CHECK_STATE_PENDING, api.MSG_RETRY_WITHOUT_QUOTA)
             return Result(requeue_after=self.worker_lost_timeout) if group.unavailable else None
 
         # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync).
@@ -315,9 +327,10 @@ class WorkloadReconciler:
             await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
             group.remotes[cluster] = None
 
-        # 5. The first admitted copy wins.
+        # 5. The first admitted copy wins (in a group: the primary's; the others follow it).
         recorded = (wl.get("status") or {}).get("clusterName")
-        admitting = best_match(group.remotes, api.WORKLOAD_ADMITTED, prefer=recorded)
+        candidates = self._winner_candidates(wl, adapter, group) if not recorded else group.remotes
+        admitting = best_match(candidates, api.WORKLOAD_ADMITTED, prefer=recorded)
         if admitting is None and state.get("state") == api.CHECK_STATE_READY:
             return await self._admitting_remote_missing(wl, state, group)
         if admitting is not None:
@@ -328,6 +341,23 @@ class WorkloadReconciler:
             return None
         await self.nominate_and_synchronize(wl, adapter, owner_name, group)
         return await self._explain_pending(wl, state, group)
+
+    def _winner_candidates(self, wl: Obj, adapter: Adapter, group: Group) -> dict[str, Obj | None]:
+        """The copies that may decide where `wl` runs. A group's members are dispatched with its
+        primary (and admitted with it on our workers): the primary's first admitted copy decides,
+        and every other member takes the worker its group was placed on, never one of its own."""
+        if not getattr(adapter, "multi_workload", False):
+            return group.remotes
+        others = self.groups.members(wl)
+        try:
+            assigned = self.groups.assigned_cluster(others)
+        except GroupConflict as exc:
+            raise DispatchError(str(exc)) from exc
+        if assigned:
+            return {assigned: group.remotes.get(assigned)}
+        if self.groups.is_primary(adapter.workload_index(wl), others, adapter.workload_index):
+            return group.remotes
+        return {}
 
     async def _explain_pending(self, wl: Obj, state: Obj, group: Group) -> Result | None:
         """Beyond upstream (which leaves the message empty): when no worker admits a Workload for
@@ -468,10 +498,12 @@ class WorkloadReconciler:
         if any(s.get("state") != api.CHECK_STATE_READY for s in others):
             return  # other checks first (§3.4.4 step 2); their change brings us back
         self.metrics.stage(object_key(wl), "quota_reserved")
-        if getattr(adapter, "multi_workload", False) and not await self._group_allows_dispatch(
-            wl, adapter, owner_name, group
-        ):
-            return
+        members: list[Obj] = []
+        if getattr(adapter, "multi_workload", False):
+            allowed = await self._group_allows_dispatch(wl, adapter, owner_name, group)
+            if allowed is None:
+                return
+            members = allowed
         current = list(status.get("nominatedClusterNames") or ())
         if self.all_at_once:
             nominated = sorted(group.available)
@@ -485,12 +517,21 @@ class WorkloadReconciler:
             if name not in group.available
         ]
         meta = wl["metadata"]
+        member_names = [m["metadata"]["name"] for m in members]
         created = []
         for cluster, client in group.available.items():
             remote = group.remotes.get(cluster)
+            if cluster in nominated and members:
+                # The members' copies go first: the worker admits the group once the primary's arrives.
+                try:
+                    await self._create_member_copies(client, wl, members)
+                except Exception as exc:
+                    errors.append(f"cluster {cluster}: {exc}")
+                    continue
             if cluster in nominated and remote is None:
                 try:
-                    await client.kube.create(api.WORKLOAD, remote_copy(wl, self.origin))
+                    body = remote_copy(wl, self.origin, group_members=member_names)
+                    await client.kube.create(api.WORKLOAD, body)
                 except AlreadyExists:
                     continue
                 except Exception as exc:
@@ -514,14 +555,18 @@ class WorkloadReconciler:
             )  # fmt: skip
             raise DispatchError("; ".join(errors))
 
-    async def _group_allows_dispatch(self, wl: Obj, adapter: Adapter, owner_name: str, group: Group) -> bool:
-        """§3.10: True only for the primary of a complete group none of whose members is placed;
-        a member of a placed group is synchronised to that worker here (and False returned)."""
+    async def _group_allows_dispatch(
+        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group
+    ) -> list[Obj] | None:
+        """§3.10: the members to dispatch with `wl` when it is the primary of a complete group none
+        of whose members is placed, else None; a member of a placed group is synchronised to that
+        worker here. Beyond upstream, the primary also waits until every member holds quota on this
+        cluster, because its members' copies are dispatched with its own."""
         meta = wl["metadata"]
         others = self.groups.members(wl)
         expected = adapter.expected_count(meta["namespace"], owner_name)
         if expected is None or len(others) + 1 < expected:
-            return False  # members still being created; each new member re-runs its siblings
+            return None  # members still being created; each new member re-runs its siblings
         try:
             assigned = self.groups.assigned_cluster(others)
         except GroupConflict as exc:
@@ -532,8 +577,28 @@ class WorkloadReconciler:
             if assigned not in ((wl.get("status") or {}).get("nominatedClusterNames") or ()):
                 await self.set_nominated(wl, [assigned])
             await self._sync_to_single_cluster(wl, adapter, owner_name, group, assigned)
-            return False
-        return self.groups.is_primary(adapter.workload_index(wl), others, adapter.workload_index)
+            return None
+        if not self.groups.is_primary(adapter.workload_index(wl), others, adapter.workload_index):
+            return None
+        if not all(wlutil.has_quota_reservation(m) and not wlutil.is_finished(m) for m in others):
+            return None  # a member's quota reservation re-runs its siblings
+        return others
+
+    async def _create_member_copies(self, client: RemoteClient, primary: Obj, members: list[Obj]) -> None:
+        primary_name = primary["metadata"]["name"]
+        for member in members:
+            meta = member["metadata"]
+            if client.remote_workload(meta["namespace"], meta["name"]) is not None:
+                continue
+            try:
+                await client.kube.create(
+                    api.WORKLOAD, remote_copy(member, self.origin, group_primary=primary_name)
+                )
+            except AlreadyExists:
+                continue
+            self.metrics.dispatched(
+                ((member.get("status") or {}).get("admission") or {}).get("clusterQueue", ""), client.name
+            )
 
     async def _sync_to_single_cluster(
         self, wl: Obj, adapter: Adapter, owner_name: str, group: Group, cluster: str
@@ -565,7 +630,10 @@ class WorkloadReconciler:
             if found is None or cluster_name(member) != cluster:
                 continue
             if found[1].get("state") == api.CHECK_STATE_READY:
-                await self.update_check_state(member, found[1], api.CHECK_STATE_RETRY, message)
+                try:
+                    await self.update_check_state(member, found[1], api.CHECK_STATE_RETRY, message)
+                except Conflict:
+                    self.enqueue(object_key(member))  # it changed meanwhile: its own reconcile decides
 
     async def sync_job(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
@@ -609,6 +677,12 @@ class WorkloadReconciler:
                 ]
             },
         }
+        version = wl["metadata"].get("resourceVersion")
+        if version:
+            # Strict: a Retry written over a stale copy (one that misses an eviction meanwhile, which
+            # reset the check to Pending and released the quota) would leave the Workload
+            # inadmissible for good; the conflict makes us read it again instead.
+            body["metadata"]["resourceVersion"] = version
         try:
             await self.kube.apply_status(api.WORKLOAD, body, api.FIELD_MANAGER_MULTIKUEUE, force=True)
         except NotFound:

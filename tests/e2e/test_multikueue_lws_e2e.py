@@ -35,11 +35,6 @@ import yaml
 from kube_runtime import api
 from manager.adapters.leaderworkerset import ANNOTATION_WORKER_CLUSTER
 
-# The main gap left (docs/leaderworkerset.md, "Not there yet").
-GANG_GAP = (
-    "no gang admission: the worker that admits the primary group gets every other group even when it "
-    "cannot hold them (as upstream); the group is not moved to a worker that could hold it whole"
-)
 pytestmark = pytest.mark.realcluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -468,11 +463,7 @@ def test_b_three_groups_land_whole_on_one_worker(mk, submit):
     "quota",
     [
         pytest.param("300m", id="less-than-one-group"),
-        pytest.param(
-            "500m",
-            id="one-group-but-not-two",
-            marks=pytest.mark.xfail(strict=True, reason=GANG_GAP),
-        ),
+        pytest.param("500m", id="one-group-but-not-two"),
     ],
 )
 def test_c_a_worker_without_quota_for_the_whole_lws_is_passed_over(mk, submit, quota):
@@ -512,7 +503,6 @@ def test_d_scaling_changes_the_remote_lws_in_place(mk, submit):
     wait_until("the manager's LWS readyReplicas=1", manager_shows(mk, name, worker, 1))
 
 
-@pytest.mark.xfail(reason=GANG_GAP + " (passes when the first groups happen to spread)")
 def test_f_ten_lws_at_once_spread_over_both_workers_without_a_split(mk, submit):
     # Each LWS is 2 groups x 2 pods x 1200m = 4.8 cpu: a worker (32 cpu) holds six, so ten need both.
     names = [unique(f"ten{i}") for i in range(10)]
@@ -551,9 +541,7 @@ def test_f_ten_lws_at_once_spread_over_both_workers_without_a_split(mk, submit):
     ("shape", "cpu"),
     [
         ("every group is too large", "1200m"),
-        pytest.param(
-            "only the whole LWS is too large", "600m", marks=pytest.mark.xfail(strict=True, reason=GANG_GAP)
-        ),
+        ("only the whole LWS is too large", "600m"),
     ],
 )
 def test_g_an_lws_larger_than_any_worker_stays_pending_and_nothing_flaps(mk, submit, shape, cpu):
@@ -593,6 +581,8 @@ def test_g_an_lws_larger_than_any_worker_stays_pending_and_nothing_flaps(mk, sub
                 and all(f'"{w}"' in m for w in mk.workers)
                 for m in messages
             ), f"no Workload says that no worker admits it: {report}"
+            if cpu == "600m":  # each group fits alone: the workers say the group does not fit as a whole
+                assert any("The group of 2 workloads does not fit as a whole" in m for m in messages), report
         finally:
             delete_and_wait(mk, name)
 

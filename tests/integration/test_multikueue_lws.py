@@ -191,10 +191,6 @@ async def test_scaling_changes_the_remote_lws_in_place(fleet, kube, namespace):
         assert (await eventually(new_template, timeout=30))["metadata"]["uid"] == uid
 
 
-@pytest.mark.xfail(
-    reason="re-placing a group evicted on its worker is not reliable yet: in a fresh-clone run the "
-    "group had not left the worker after 90 s (passes in most runs); see docs/leaderworkerset.md"
-)
 async def test_a_group_evicted_on_its_worker_is_replaced_whole(fleet, kube, namespace):
     preemption = {"withinClusterQueue": "LowerPriority"}
     async with multikueue(fleet, kube, namespace, worker_preemption=preemption, frameworks=FRAMEWORKS) as env:

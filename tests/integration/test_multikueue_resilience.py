@@ -123,3 +123,48 @@ async def test_reconnect_removes_copies_whose_manager_workload_was_deleted(fleet
             )
 
         await eventually(cleaned, timeout=40)
+
+
+async def test_a_retry_check_without_quota_goes_back_to_pending(fleet, kube, namespace):
+    """A Retry that reaches a Workload after its eviction (a stale write) must not leave it
+    inadmissible for good: the manager sets its check back to Pending."""
+    async with multikueue(fleet, kube, namespace, manager_cpu="1") as env:
+        await kube.create(api.JOB, mk_job("stuck", cpu="2"), namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("stuck"))
+        name = wl["metadata"]["name"]
+
+        async def pending_without_quota():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            reserved = condition(current, api.WORKLOAD_QUOTA_RESERVED)
+            return current if reserved and reserved["status"] == "False" else None
+
+        current = await eventually(pending_without_quota, timeout=30)
+        assert check_state(current, env.check)["state"] == "Pending"
+        await kube.apply_status(
+            api.WORKLOAD,
+            {
+                "apiVersion": api.WORKLOAD.api_version,
+                "kind": api.WORKLOAD.kind,
+                "metadata": {"name": name, "namespace": namespace},
+                "status": {
+                    "admissionChecks": [
+                        {
+                            "name": env.check,
+                            "state": "Retry",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                            "message": "a late retry",
+                        }
+                    ]
+                },
+            },
+            "test-stale-writer",
+            force=True,
+        )
+
+        async def pending_again():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            state = check_state(current, env.check)
+            return state if state and state["state"] == "Pending" else None
+
+        state = await eventually(pending_again, timeout=30)
+        assert state["message"].startswith(api.MSG_RETRY_WITHOUT_QUOTA), state

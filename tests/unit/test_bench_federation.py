@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hack"))  # as when the script runs: its sibling bench_lws_mix
 spec = importlib.util.spec_from_file_location("bench_federation", REPO / "hack" / "bench_federation.py")
 bench = importlib.util.module_from_spec(spec)
 sys.modules["bench_federation"] = bench
@@ -365,3 +366,40 @@ def test_to_dict_is_json_ready_with_checks():
         "p99 submitted -> Admitted",
         "manager peak RSS",
     }
+
+
+# -- the LWS mix -------------------------------------------------------------------------------
+
+import bench_lws_mix  # noqa: E402
+
+
+def lws_workload(owner: str, name: str, cluster: str = "", admitted: bool = True) -> dict:
+    return {
+        "metadata": {"name": name, "annotations": {bench_lws_mix.ANNOTATION_OWNER_NAME: owner}},
+        "status": {
+            "clusterName": cluster,
+            "conditions": [{"type": "Admitted", "status": "True" if admitted else "False"}],
+        },
+    }
+
+
+def test_lws_placed_when_every_group_is_admitted_and_splits_are_caught():
+    rec = bench_lws_mix.LwsRecorder(["a", "b"], groups=2)
+    rec.submitted("a", 10.0)
+    rec.submitted("b", 11.0)
+    rec.observe_workload(lws_workload("a", "a-0", "w1"), 12.0)
+    rec.observe_workload(lws_workload("a", "a-1", "w1", admitted=False), 12.5)
+    assert rec.placed_count == 0
+    rec.observe_workload(lws_workload("a", "a-1", "w1"), 13.0)
+    rec.observe_workload(lws_workload("b", "b-0", "w1"), 14.0)
+    rec.observe_workload(lws_workload("b", "b-1", "w2"), 15.0)
+    rec.observe_workload(lws_workload("other", "x-0", "w1"), 15.0)  # not ours: ignored
+    assert rec.placed_count == 2
+    assert rec.splits == {"b"}
+    result = bench_lws_mix.summarize(rec, 10.0, bench.distribution)
+    assert result.placed == 2 and result.groups_placed == 4
+    assert result.groups_per_s == pytest.approx(4 / 5.0)
+    assert result.to_placed.max == pytest.approx(4.0)  # b: 11 -> 15
+    assert result.workers_used == {"w1": 1}  # b named two workers
+    text = bench_lws_mix.format_lws_mix(result, bench.fmt, bench.fmt_dist)
+    assert "LWS split over two workers    1 b" in text

@@ -15,12 +15,13 @@ from typing import Any
 
 from kube_runtime import api
 
+from . import gang as gangs
 from .fairsharing import dominant_resource_share
 from .flavorassigner import Assignment, Mode, assign_flavors
 from .ordering import QueueManager
 from .preemption import Preemptor, Target
 from .resources import FlavorResource
-from .snapshot import ClusterQueue, Cohort, QuotaNode, Snapshot, WorkloadInfo, available
+from .snapshot import Admission, ClusterQueue, Cohort, QuotaNode, Snapshot, WorkloadInfo, available
 
 # ------------------------------------------------------------------------------------------------
 # Decisions
@@ -103,6 +104,7 @@ class _Entry:
     message: str = ""
     requeue_reason: str = api.REQUEUE_FAILED_AFTER_NOMINATION
     admitted: bool = False
+    gang: gangs.Gang | None = None  # a MultiKueue group admitted as one (engine/gang.py)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -198,14 +200,11 @@ class Scheduler:
             cq.remove_usage(usage)
 
         for entry in rejected + [e for e in ordered if not e.admitted]:
-            result.decisions.append(
-                Requeue(
-                    entry.wl.key,
-                    entry.reason or api.REASON_PENDING_EVALUATION,
-                    entry.message,
-                    entry.requeue_reason,
-                )
-            )
+            reason = entry.reason or api.REASON_PENDING_EVALUATION
+            result.decisions.append(Requeue(entry.wl.key, reason, entry.message, entry.requeue_reason))
+            for other in entry.gang.workloads if entry.gang is not None else ():
+                if other.key != entry.wl.key:  # the rest of the group stays queued where it is
+                    result.decisions.append(Requeue(other.key, reason, entry.message, entry.requeue_reason))
             self.queues.requeue(entry.wl, entry.requeue_reason, now)
         return result
 
@@ -237,6 +236,16 @@ class Scheduler:
         if not selector_matches(cq.namespace_selector, labels):
             entry.reason, entry.message = api.REASON_MISCONFIGURED, api.MSG_NAMESPACE_MISMATCH
             entry.requeue_reason = api.REQUEUE_NAMESPACE_MISMATCH
+            return entry
+
+        group = gangs.resolve(wl, snapshot, self.queues)
+        if isinstance(group, str):
+            entry.reason, entry.message = api.REASON_PENDING, group
+            return entry
+        if group is not None:
+            entry.gang = group
+            entry.assignment, entry.targets = self._assign(group.combined, cq, None)
+            entry.requeue_reason = api.REQUEUE_FAILED_AFTER_NOMINATION
             return entry
 
         generation = cq.root().tree_generation
@@ -382,6 +391,8 @@ class Scheduler:
         assert cq is not None and assignment is not None
         mode = assignment.representative_mode()
         entry.message = assignment.message()
+        if entry.gang is not None and entry.message:
+            entry.message = api.group_does_not_fit_message(len(entry.gang.workloads), entry.message)
         if mode == Mode.NO_FIT:
             entry.requeue_reason = api.REQUEUE_NO_FIT
             entry.reason = assignment.no_fit_reason or api.REASON_WAITING_FOR_QUOTA
@@ -452,11 +463,18 @@ class Scheduler:
 
         # Fit: assume.
         admission = assignment.to_admission(cq.name)
+        entry.admitted = True
+        if entry.gang is not None:
+            for member in entry.gang.workloads:
+                self._assume(member, gangs.own_admission(admission, member), result)
+            return
+        self._assume(wl, admission, result)
+
+    def _assume(self, wl: WorkloadInfo, admission: Admission, result: CycleResult) -> None:
         wl.set_admission(admission)
         wl.last_assignment = None
         self.snapshot.add_workload(wl)
         self.queues.admitted(wl.key)
-        entry.admitted = True
         result.decisions.append(Admit(wl.key, admission.to_api()))
 
     def _fits_without(self, cq: ClusterQueue, usage: Mapping[FlavorResource, int], removed) -> bool:

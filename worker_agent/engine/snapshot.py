@@ -536,6 +536,9 @@ class WorkloadInfo:
     requeue_at: float | None = None
     requeued_false: bool = False
     last_assignment: LastAssignment | None = None
+    # MultiKueue group copies (engine/gang.py): a member names its primary, the primary its members.
+    group_primary: str = ""
+    group_members: tuple[str, ...] = ()
     # Usage per (flavor, resource) while holding quota.
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     _hash: tuple | None = None
@@ -657,6 +660,12 @@ class WorkloadInfo:
             requeue_at=parse_time(requeue_state["requeueAt"]) if requeue_state.get("requeueAt") else None,
             requeued_false=bool(requeued and requeued.get("status") == api.CONDITION_FALSE),
         )
+        annotations = meta.get("annotations") or {}
+        if annotations.get(api.ANNOTATION_MULTIKUEUE_GROUP_PRIMARY):
+            info.group_primary = annotations[api.ANNOTATION_MULTIKUEUE_GROUP_PRIMARY]
+        elif annotations.get(api.ANNOTATION_MULTIKUEUE_GROUP_MEMBERS):
+            members = annotations[api.ANNOTATION_MULTIKUEUE_GROUP_MEMBERS].split(",")
+            info.group_members = tuple(m for m in members if m)
         if admission is not None:
             info.set_admission(admission)
         return info

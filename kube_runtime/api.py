@@ -1191,11 +1191,7 @@ SECRET_KEY_CA_KEY = "ca.key"
 SECRET_KEY_TLS_CERT = "tls.crt"
 SECRET_KEY_TLS_KEY = "tls.key"
 
-# Feature gates the webhooks honour (all on by default at the described commit).
-FEATURE_LOCAL_QUEUE_DEFAULTING = "LocalQueueDefaulting"
-FEATURE_WORKLOAD_PRIORITY_CLASS_DEFAULTING = "WorkloadPriorityClassDefaulting"
-FEATURE_MULTIKUEUE = "MultiKueue"
-FEATURE_LWS_IMMUTABLE_GROUP_SIZE = "LWSImmutableGroupSize"
+# Feature gate names, defaults and stages: kube_runtime/features.py.
 
 LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"  # set by the apiserver on every Namespace
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import structlog
 
+from kube_runtime import features
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
 from manager.config import load_manager_config
 from manager.manager import LeadershipLost, Manager
-from worker_agent.config import ConfigError
+from worker_agent.config import ConfigError, with_feature_gate_flag
 
 log = structlog.get_logger("manager")
 
@@ -30,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
     )
+    parser.add_argument(
+        "--feature-gates",
+        metavar="Name=true,Other=false",
+        help="Kueue feature gates (instead of the Configuration's featureGates); docs/feature-gates.md",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     return parser
@@ -37,12 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def amain(args: argparse.Namespace) -> int:
     try:
-        config = load_manager_config(args.config)
+        config = with_feature_gate_flag(load_manager_config(args.config), args.feature_gates)
     except ConfigError as exc:
         print(f"manager: {exc}", file=sys.stderr)
         return 2
     for warning in config.warnings:
         log.warning("configuration", warning=warning)
+    if not config.features.enabled(features.MULTIKUEUE):
+        print(
+            "manager: the MultiKueue feature gate is off: there is nothing for the manager to run",
+            file=sys.stderr,
+        )
+        return 2
     try:
         kube, events_kube = await load_clients(args.kubeconfig, args.context, config.qps, config.burst)
     except Exception as exc:

@@ -14,16 +14,6 @@ from worker_agent.config import Configuration, load_config, parse_config
 # Both processes run in kueue-system on the manager cluster: they must not share a Lease.
 MANAGER_LEADER_ELECTION_ID = "kueue-federation-manager"
 
-# Upstream defaults of the gates the manager reads (multikueue-spec §0.3).
-FEATURE_DEFAULTS = {
-    api.FEATURE_MULTIKUEUE: True,
-    "MultiKueueClusterProfile": False,
-    "MultiKueueKubeConfigPathValidation": True,
-    "MultiKueueIncrementalDispatcherConfig": True,
-    "MultiKueueIncrementalDispatcherRespectConfigOrder": True,
-    "WorkloadIdentifierAnnotations": True,
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class ManagerOptions:
@@ -43,7 +33,8 @@ class ManagerOptions:
 
 
 def feature_enabled(config: Configuration, name: str) -> bool:
-    return bool(config.feature_gates.get(name, FEATURE_DEFAULTS.get(name, False)))
+    """A gate's effective value (upstream v0.19 default unless set); kube_runtime.features lists them."""
+    return config.features.enabled(name)
 
 
 def parse_manager_config(data: Any, source: str = "<config>") -> Configuration:

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from kube_runtime import api
+from kube_runtime import api, features
 from kube_runtime.client import KubeClient, KubeClientError
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
@@ -120,7 +120,7 @@ class Manager:
         self.leaderworkersets = (
             Informer(kube, api.LEADER_WORKER_SET, clock=self.clock) if lws_enabled else None
         )
-        profile_feature = feature_enabled(config, "MultiKueueClusterProfile")
+        profile_feature = feature_enabled(config, features.MULTIKUEUE_CLUSTER_PROFILE)
         self.profiles = (
             Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock) if profile_feature else None
         )
@@ -161,7 +161,7 @@ class Manager:
             new_client=self._new_remote_client,
             recorder=self.cluster_recorder,
             clock=self.clock,
-            path_validation=feature_enabled(config, "MultiKueueKubeConfigPathValidation"),
+            path_validation=feature_enabled(config, features.MULTIKUEUE_KUBECONFIG_PATH_VALIDATION),
             path_prefix=self.options.kubeconfig_path_prefix,
             profile_feature=profile_feature,
             access_providers=creds.parse_access_providers(mk.cluster_profile),
@@ -205,7 +205,7 @@ class Manager:
         if mk.dispatcher_name == INCREMENTAL:
             step = (
                 mk.incremental_step_size
-                if feature_enabled(config, "MultiKueueIncrementalDispatcherConfig")
+                if feature_enabled(config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_CONFIG)
                 else 3
             )
             self.incremental = IncrementalDispatcher(
@@ -216,7 +216,7 @@ class Manager:
                 step_size=step,
                 round_timeout=self.options.incremental_round_seconds,
                 respect_config_order=feature_enabled(
-                    config, "MultiKueueIncrementalDispatcherRespectConfigOrder"
+                    config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER
                 ),
             )
             self.incremental_ctl = Controller(

@@ -12,7 +12,7 @@ import structlog
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
 from worker_agent.agent import Agent, LeadershipLost
-from worker_agent.config import ConfigError, load_config
+from worker_agent.config import ConfigError, load_config, with_feature_gate_flag
 
 log = structlog.get_logger("worker_agent")
 
@@ -29,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
     )
+    parser.add_argument(
+        "--feature-gates",
+        metavar="Name=true,Other=false",
+        help="Kueue feature gates (instead of the Configuration's featureGates); docs/feature-gates.md",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     return parser
@@ -36,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def amain(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
+        config = with_feature_gate_flag(load_config(args.config), args.feature_gates)
     except ConfigError as exc:
         print(f"worker_agent: {exc}", file=sys.stderr)
         return 2

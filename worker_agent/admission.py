@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 
-from kube_runtime import api
+from kube_runtime import api, features
 from kube_runtime.client import ApiError, KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.events import EventRecorder
@@ -200,6 +201,7 @@ class AdmissionState:
                 else SchedulerConfig().fair_sharing_strategies
             ),
             block_admission=bool(config.wait_for_pods_ready and config.wait_for_pods_ready.block_admission),
+            partial_admission=config.features.enabled(features.PARTIAL_ADMISSION),
         )
         self.scheduler = Scheduler(self.snapshot, self.queues, self.scheduler_config)
         self.structure_dirty = True
@@ -710,6 +712,9 @@ class AdmissionState:
                 self._queue_pending_write(decision)
 
     def _queue_pending_write(self, decision: Requeue) -> None:
+        legacy = wlstatus.unadmitted_reason(self.config.features, decision.reason, api.REASON_PENDING)
+        if legacy != decision.reason:
+            decision = dataclasses.replace(decision, reason=legacy)
         key = decision.workload_key
         if self._pending_written.get(key) == (decision.reason, decision.message):
             self._pending_latest.pop(key, None)

@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from kube_runtime import api
+from kube_runtime import api, features
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
@@ -61,7 +61,9 @@ class Agent:
         self.clock = clock or Clock()
         self.registry = registry or CollectorRegistry()
         if metrics is None:
-            metrics = Metrics(self.registry)
+            metrics = Metrics(
+                self.registry, local_queue_metrics=config.features.enabled(features.LOCAL_QUEUE_METRICS)
+            )
         self.metrics = metrics
         self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
         # Events go through their own client (own rate limit), as client-go's event broadcaster does,

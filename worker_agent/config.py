@@ -7,6 +7,7 @@ suggests the intended name for a typo), instead of being silently ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from kube_runtime import api
+from kube_runtime import api, features
+from kube_runtime.features import DEFAULT_GATES, FeatureGateError, FeatureGates
 from worker_agent.engine.requests import RequestConfig
 
 API_VERSION = "config.kueue.x-k8s.io/v1beta1"
@@ -317,7 +319,9 @@ class Configuration:
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
     multikueue: MultiKueueSettings = field(default_factory=MultiKueueSettings)
+    # `featureGates` as written (or `--feature-gates`); `features` applies them to upstream's defaults.
     feature_gates: dict[str, bool] = field(default_factory=dict)
+    features: FeatureGates = DEFAULT_GATES
     leader_elect: bool = True
     leader_election_id: str = DEFAULT_LEADER_ELECTION_ID
     leader_election_namespace: str = DEFAULT_NAMESPACE
@@ -503,6 +507,12 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
     ):
         problems.append("leaderElection: leaseDuration > renewDeadline > retryPeriod > 0 must hold")
     webhook = _parse_webhook(data, problems)
+    gates = DEFAULT_GATES
+    try:
+        gates = features.build(data.get("featureGates") or {})
+    except FeatureGateError as e:
+        problems.append(f"featureGates: {e}")
+    warnings.extend(gates.warnings())
     if problems:
         raise ConfigError(source, problems)
     return Configuration(
@@ -518,7 +528,8 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         qps=qps,
         burst=burst,
         multikueue=multikueue,
-        feature_gates=dict(data.get("featureGates") or {}),
+        feature_gates=dict(gates.overrides),
+        features=gates,
         metrics_bind_address=(data.get("metrics") or {}).get("bindAddress") or DEFAULT_METRICS_BIND_ADDRESS,
         health_probe_bind_address=(data.get("health") or {}).get("healthProbeBindAddress")
         or DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
@@ -560,6 +571,23 @@ def _valid_dns_label(value: str) -> bool:
 def _valid_dns_subdomain(value: str) -> bool:
     label = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
     return len(value) <= 253 and re.fullmatch(rf"{label}(\.{label})*", value) is not None
+
+
+def with_feature_gate_flag(config: Configuration, flag: str | None) -> Configuration:
+    """Apply `--feature-gates Name=true,...` (upstream's manager flag) to a loaded configuration."""
+    if not flag:
+        return config
+    try:
+        gates = features.build(features.merge(config.feature_gates, features.parse_flag(flag)))
+    except FeatureGateError as e:
+        raise ConfigError("--feature-gates", [str(e)]) from e
+    warnings = tuple(w for w in config.warnings if not w.startswith("featureGates:"))
+    return dataclasses.replace(
+        config,
+        feature_gates=dict(gates.overrides),
+        features=gates,
+        warnings=warnings + tuple(gates.warnings()),
+    )
 
 
 def load_config(

@@ -2,10 +2,10 @@
 
 Names, types, label names and histogram buckets follow Kueue v0.19 (`pkg/metrics`), so dashboards
 and alerts written for Kueue work unchanged. Every series carries upstream's `replica_role` label
-(`leader`, `follower` or `standalone`). Upstream registers the `kueue_local_queue_*` metrics only
-with the LocalQueueMetrics feature and fills the quota/usage gauges only with
-`metrics.enableClusterQueueResources`; here they are always defined and the controllers decide what
-to report. Three counters of our own (`kueue_worker_agent_*`) measure the engine.
+(`leader`, `follower` or `standalone`). The `kueue_local_queue_*` metrics are exported only with the
+LocalQueueMetrics feature gate (on by default in v0.19). Upstream fills the quota/usage gauges only
+with `metrics.enableClusterQueueResources`; here they are always defined and the controllers decide
+what to report. Three counters of our own (`kueue_worker_agent_*`) measure the engine.
 
 Metrics live on the registry the caller passes, never on prometheus_client's global one, so tests
 and several agents in one process do not share state. docs/metrics.md lists them all.
@@ -23,6 +23,8 @@ from prometheus_client.core import CounterMetricFamily
 
 # ---------------------------------------------------------------------------------------------
 # Label values
+
+LOCAL_QUEUE_PREFIX = "kueue_local_queue_"  # the series the LocalQueueMetrics gate turns on
 
 REPLICA_ROLE_LEADER = "leader"
 REPLICA_ROLE_FOLLOWER = "follower"
@@ -329,7 +331,12 @@ def resource_value(resource: str, amount: float | None) -> float:
 class Metrics:
     """The worker_agent's metrics on one registry, with the helpers the controllers call."""
 
-    def __init__(self, registry: CollectorRegistry, replica_role: str = REPLICA_ROLE_STANDALONE) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        replica_role: str = REPLICA_ROLE_STANDALONE,
+        local_queue_metrics: bool = True,
+    ) -> None:
         if replica_role not in REPLICA_ROLES:
             raise ValueError(f"replica_role must be one of {REPLICA_ROLES}, not {replica_role!r}")
         # Kueue's Go client exports no *_created series; keep the exposition the same.
@@ -337,8 +344,14 @@ class Metrics:
         self.registry = registry
         self.replica_role = replica_role
         self._metrics: dict[str, Counter | Gauge | Histogram] = {}
+        # With LocalQueueMetrics off the kueue_local_queue_* series go to a registry nobody
+        # scrapes: the helpers keep working and /metrics shows what upstream shows.
+        unexported = CollectorRegistry(auto_describe=True)
         for spec in METRICS:
-            self._metrics[spec.name] = _build(spec, registry)
+            local = spec.name.startswith(LOCAL_QUEUE_PREFIX)
+            self._metrics[spec.name] = _build(
+                spec, registry if local_queue_metrics or not local else unexported
+            )
 
     def __getitem__(self, name: str) -> Counter | Gauge | Histogram:
         return self._metrics[name]

@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from kube_runtime import api
+from kube_runtime import api, features
 from kube_runtime.conditions import (
     find_status_condition,
     format_time,
@@ -23,6 +23,7 @@ from kube_runtime.conditions import (
     remove_status_condition,
     set_status_condition,
 )
+from kube_runtime.features import DEFAULT_GATES, FeatureGates
 
 Obj = dict[str, Any]
 
@@ -303,13 +304,20 @@ def requeued_after_eviction(reason: str) -> bool:
     return reason in (api.REASON_PREEMPTED, api.REASON_NODE_FAILURES)
 
 
-def clear_reservation_after_eviction(wl: Obj, now: dt.datetime) -> bool:
+def unadmitted_reason(gates: FeatureGates, granular: str, legacy: str) -> str:
+    """A QuotaReserved=False reason: the granular one with UnadmittedWorkloadsObservability, else
+    the legacy one upstream v0.19 writes by default (Kueue's UnadmittedWorkloadReasonWithFallback)."""
+    return granular if gates.enabled(features.UNADMITTED_WORKLOADS_OBSERVABILITY) else legacy
+
+
+def clear_reservation_after_eviction(wl: Obj, now: dt.datetime, gates: FeatureGates = DEFAULT_GATES) -> bool:
     """What a job integration does once the evicted job has stopped (§3.11 step 2)."""
     evicted = condition(wl, api.WORKLOAD_EVICTED)
     if not evicted or evicted.get("status") != "True":
         return False
     reason = evicted.get("reason", "")
-    changed = unset_quota_reservation(wl, api.REASON_PENDING_EVALUATION, evicted.get("message", ""), now)
+    pending = unadmitted_reason(gates, api.REASON_PENDING_EVALUATION, api.REASON_PENDING)
+    changed = unset_quota_reservation(wl, pending, evicted.get("message", ""), now)
     if requeued_after_eviction(reason):
         changed |= set_requeued(wl, True, reason, evicted.get("message", ""), now)
     else:

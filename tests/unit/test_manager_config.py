@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kube_runtime import api
-from manager.config import FEATURE_DEFAULTS, feature_enabled, parse_manager_config
+from kube_runtime import features
+from manager.config import feature_enabled, parse_manager_config
 from worker_agent.config import ConfigError
 
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
@@ -137,16 +137,17 @@ def test_config_error_message_names_the_file_and_each_problem() -> None:
 # -- feature gates ---------------------------------------------------------------------------
 
 
-def test_feature_gate_defaults() -> None:
+def test_feature_gate_defaults_are_upstream_v0_19s() -> None:
     config = parse_manager_config({})
-    assert feature_enabled(config, api.FEATURE_MULTIKUEUE) is True
-    assert feature_enabled(config, "MultiKueueClusterProfile") is False
-    assert feature_enabled(config, "MultiKueueKubeConfigPathValidation") is True
-    assert feature_enabled(config, "MultiKueueIncrementalDispatcherConfig") is True
-    assert feature_enabled(config, "MultiKueueIncrementalDispatcherRespectConfigOrder") is True
+    assert feature_enabled(config, features.MULTIKUEUE) is True
+    assert feature_enabled(config, features.MULTIKUEUE_CLUSTER_PROFILE) is False
+    # Alpha and off in v0.19 (on from v0.20).
+    assert feature_enabled(config, features.MULTIKUEUE_KUBECONFIG_PATH_VALIDATION) is False
+    assert feature_enabled(config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_CONFIG) is True
+    assert feature_enabled(config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER) is True
     assert feature_enabled(config, "WorkloadIdentifierAnnotations") is True
-    assert feature_enabled(config, "NoSuchGate") is False
-    assert set(FEATURE_DEFAULTS) >= {api.FEATURE_MULTIKUEUE, "MultiKueueClusterProfile"}
+    with pytest.raises(KeyError):
+        feature_enabled(config, "NoSuchGate")
 
 
 def test_feature_gates_in_the_file_override_the_defaults() -> None:
@@ -155,11 +156,14 @@ def test_feature_gates_in_the_file_override_the_defaults() -> None:
             "featureGates": {
                 "MultiKueueClusterProfile": True,
                 "MultiKueueIncrementalDispatcherRespectConfigOrder": False,
-                "SomethingNew": True,
             }
         }
     )
     assert feature_enabled(config, "MultiKueueClusterProfile") is True
     assert feature_enabled(config, "MultiKueueIncrementalDispatcherRespectConfigOrder") is False
-    assert feature_enabled(config, "SomethingNew") is True
-    assert feature_enabled(config, api.FEATURE_MULTIKUEUE) is True
+    assert feature_enabled(config, features.MULTIKUEUE) is True
+
+
+def test_an_unknown_feature_gate_in_the_file_is_refused() -> None:
+    with pytest.raises(ConfigError, match="featureGates: unrecognized feature gate: SomethingNew"):
+        parse_manager_config({"featureGates": {"SomethingNew": True}})

@@ -132,16 +132,17 @@ def test_default_local_queue_respects_the_namespace_selector_and_owners():
     assert "labels" not in job.default(child, NS, CONFIG, lookups, FACTS)["metadata"]
 
 
-def test_default_workload_priority_class():
+def test_default_workload_priority_class_only_with_its_gate():
     lookups = Lookups.from_objects(priority_classes=[wpc("default")])
-    out = job.default(batch_job({api.LABEL_QUEUE_NAME: "lq"}), NS, CONFIG, lookups, FACTS)
+    on = parse_config({"featureGates": {"WorkloadPriorityClassDefaulting": True}})
+    out = job.default(batch_job({api.LABEL_QUEUE_NAME: "lq"}), NS, on, lookups, FACTS)
     assert out["metadata"]["labels"][api.LABEL_PRIORITY_CLASS] == "default"
     kept = job.default(
-        batch_job({api.LABEL_QUEUE_NAME: "lq", api.LABEL_PRIORITY_CLASS: "high"}), NS, CONFIG, lookups, FACTS
+        batch_job({api.LABEL_QUEUE_NAME: "lq", api.LABEL_PRIORITY_CLASS: "high"}), NS, on, lookups, FACTS
     )
     assert kept["metadata"]["labels"][api.LABEL_PRIORITY_CLASS] == "high"
-    off = parse_config({"featureGates": {"WorkloadPriorityClassDefaulting": False}})
-    out = job.default(batch_job({api.LABEL_QUEUE_NAME: "lq"}), NS, off, lookups, FACTS)
+    # Alpha and off by default in Kueue v0.19.
+    out = job.default(batch_job({api.LABEL_QUEUE_NAME: "lq"}), NS, CONFIG, lookups, FACTS)
     assert api.LABEL_PRIORITY_CLASS not in out["metadata"]["labels"]
 
 

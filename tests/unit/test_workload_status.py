@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from kube_runtime import api
+from kube_runtime import api, features
 from worker_agent import workload as w
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -93,7 +93,20 @@ def test_eviction_for_other_reasons_requeues_false():
     requeued = w.condition(obj, api.WORKLOAD_REQUEUED)
     assert (requeued["status"], requeued["reason"]) == ("False", "PodsReadyTimeout")
     reserved = w.condition(obj, api.WORKLOAD_QUOTA_RESERVED)
-    assert (reserved["status"], reserved["reason"]) == ("False", "PendingEvaluation")
+    assert (reserved["status"], reserved["reason"]) == ("False", "Pending")
+
+
+def test_eviction_with_unadmitted_workloads_observability_says_pending_evaluation():
+    obj = wl()
+    w.set_quota_reservation(obj, ADMISSION, T0)
+    w.set_evicted(obj, "PodsReadyTimeout", "Exceeded the PodsReady timeout ns/a", T0)
+    w.clear_reservation_after_eviction(obj, T1, features.build({"UnadmittedWorkloadsObservability": True}))
+    reserved = w.condition(obj, api.WORKLOAD_QUOTA_RESERVED)
+    assert (reserved["status"], reserved["reason"], reserved["message"]) == (
+        "False",
+        "PendingEvaluation",
+        "Exceeded the PodsReady timeout ns/a",
+    )
 
 
 def test_requeue_state_backoff_doubles_and_caps():

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
+from kube_runtime import api, features
 from kube_runtime.apply import set_finalizer
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
@@ -48,6 +48,7 @@ class WorkloadController:
         self.kube = kube
         self.state = state
         self.config = state.config
+        self.gates = state.config.features
         self.clock = clock or Clock()
         self.recorder = recorder
         self.metrics = metrics
@@ -195,8 +196,11 @@ class WorkloadController:
         if not wlstatus.has_quota_reservation(wl):
             reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED)
             if reserved is not None or wlstatus.condition(wl, api.WORKLOAD_EVICTED) is not None:
+                deactivated = wlstatus.unadmitted_reason(
+                    self.gates, api.REASON_DEACTIVATED, api.REASON_PENDING
+                )
                 changed |= wlstatus.set_condition(
-                    wl, api.WORKLOAD_QUOTA_RESERVED, "False", api.REASON_DEACTIVATED, message, now
+                    wl, api.WORKLOAD_QUOTA_RESERVED, "False", deactivated, message, now
                 )
             requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
             if requeued is None or requeued.get("status") == "True":
@@ -288,7 +292,8 @@ class WorkloadController:
             problem = (api.REASON_SUSPENDED, api.cluster_queue_stopped_message(cq_name or ""))
         if problem is None:
             return None
-        wlstatus.unset_quota_reservation(wl, problem[0], problem[1], now)
+        reason = wlstatus.unadmitted_reason(self.gates, problem[0], api.REASON_INADMISSIBLE)
+        wlstatus.unset_quota_reservation(wl, reason, problem[1], now)
         await self._write(wl)
         return Result()
 
@@ -385,11 +390,15 @@ class WorkloadController:
             problem = (api.REASON_SUSPENDED, api.cluster_queue_inactive(cq_name or ""))
         else:
             return False
-        return wlstatus.set_pending_condition(wl, problem[0], problem[1], now)
+        reason = wlstatus.unadmitted_reason(self.gates, problem[0], api.REASON_INADMISSIBLE)
+        return wlstatus.set_pending_condition(wl, reason, problem[1], now)
 
     def _bypassed(self, wl: Obj, key: str, now: dt.datetime) -> bool:
         """A workload parked because an equivalent one just failed says so, unless its condition
-        already carries the scheduler's own diagnosis (Kueue's shouldCheckEquivalenceHash)."""
+        already carries the scheduler's own diagnosis (Kueue's shouldCheckEquivalenceHash). Upstream
+        writes this only with UnadmittedWorkloadsObservability."""
+        if not self.gates.enabled(features.UNADMITTED_WORKLOADS_OBSERVABILITY):
+            return False
         cond = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED)
         if cond is None or (cond.get("reason") or "") not in BYPASS_CHECKED_REASONS:
             return False

@@ -569,7 +569,9 @@ class JobIntegration:
                 return Result(requeue_after=STOP_RECHECK_SECONDS)
             if wlstatus.has_quota_reservation(wl) and not await self._still_active(job):
                 current = wlstatus.working_copy(wl)
-                if wlstatus.clear_reservation_after_eviction(current, self.agent.clock.now()):
+                if wlstatus.clear_reservation_after_eviction(
+                    current, self.agent.clock.now(), self.agent.config.features
+                ):
                     await self._apply_admission_status(current)
             return None
         # 7./8. Suspended: start when admitted, else keep the Workload's queue in step.

@@ -180,7 +180,9 @@ class LeaderWorkerSetIntegration:
                 # exist): nothing to stop, so release the quota here; the pod-group integration
                 # does it for groups that have pods.
                 current = wlstatus.working_copy(wl)
-                if wlstatus.clear_reservation_after_eviction(current, self.agent.clock.now()):
+                if wlstatus.clear_reservation_after_eviction(
+                    current, self.agent.clock.now(), self.agent.config.features
+                ):
                     try:
                         await wlstatus.apply_admission_status(self.kube, current, strict=True)
                     except Conflict:

@@ -291,7 +291,9 @@ class PodGroupIntegration:
         if running:
             return Result(requeue_after=1.0)
         current = wlstatus.working_copy(wl)
-        if wlstatus.clear_reservation_after_eviction(current, self.agent.clock.now()):
+        if wlstatus.clear_reservation_after_eviction(
+            current, self.agent.clock.now(), self.agent.config.features
+        ):
             with contextlib.suppress(NotFound):
                 await wlstatus.apply_admission_status(self.kube, current, strict=True)
         return None

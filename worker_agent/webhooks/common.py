@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kube_runtime import api
+from kube_runtime import api, features
 from worker_agent.config import Configuration
 from worker_agent.engine.scheduler import selector_matches
 from worker_agent.webhooks import fields
@@ -109,8 +109,8 @@ class Facts:
 
 
 def gate(config: Configuration, name: str) -> bool:
-    """Feature gates the webhooks honour, on unless the configuration turns them off."""
-    return config.feature_gates.get(name, True)
+    """A feature gate the webhooks honour, at upstream's default unless set (kube_runtime.features)."""
+    return config.features.enabled(name)
 
 
 def labels_of(obj: Obj) -> dict[str, str]:
@@ -183,7 +183,7 @@ def apply_default_local_queue(
     """Label `queue-name: default` when the namespace has a LocalQueue `default` (not for an object
     whose owner's kind Kueue manages; the pod webhook has checked the whole owner chain instead)."""
     if (
-        gate(config, api.FEATURE_LOCAL_QUEUE_DEFAULTING)
+        gate(config, features.LOCAL_QUEUE_DEFAULTING)
         and lookups.synced()
         and not queue_name(obj)
         and not (check_owner and owner_kind_managed(obj, config))
@@ -196,7 +196,7 @@ def apply_default_local_queue(
 def apply_default_priority_class(obj: Obj, config: Configuration, lookups: Lookups) -> None:
     """Label `priority-class: default` when a WorkloadPriorityClass `default` exists."""
     if (
-        gate(config, api.FEATURE_WORKLOAD_PRIORITY_CLASS_DEFAULTING)
+        gate(config, features.WORKLOAD_PRIORITY_CLASS_DEFAULTING)
         and lookups.synced()
         and not priority_class_name(obj)
         and not owner_kind_managed(obj, config)

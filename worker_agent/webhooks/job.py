@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kube_runtime import api
+from kube_runtime import api, features
 from worker_agent.config import Configuration
 from worker_agent.webhooks import common, fields
 from worker_agent.webhooks.common import Facts, Lookups
@@ -61,7 +61,7 @@ def default(job: Obj, namespace: str, config: Configuration, lookups: Lookups, f
 
 def apply_default_managed_by(job: Obj, namespace: str, config: Configuration, lookups: Lookups) -> None:
     managed_by = _spec(job).get("managedBy")
-    if not common.gate(config, api.FEATURE_MULTIKUEUE) or managed_by not in (
+    if not common.gate(config, features.MULTIKUEUE) or managed_by not in (
         None,
         api.JOB_MANAGED_BY_DEFAULT,
     ):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kube_runtime import api
+from kube_runtime import api, features
 from worker_agent.config import Configuration
 from worker_agent.webhooks import common, fields, pod
 from worker_agent.webhooks.common import QUEUE_NAME_PATH, Facts, Lookups
@@ -124,7 +124,7 @@ def validate_update(old: Obj, new: Obj, config: Configuration, facts: Facts) -> 
         errors += _validate_template_unchanged(
             new_lwt.get("workerTemplate") or {}, old_lwt.get("workerTemplate") or {}, WORKER_PATH
         )
-        if common.gate(config, api.FEATURE_LWS_IMMUTABLE_GROUP_SIZE):
+        if common.gate(config, features.LWS_IMMUTABLE_GROUP_SIZE):
             errors += fields.immutable(
                 new_lwt.get("size", 1), old_lwt.get("size", 1), TEMPLATE_PATH.child("size")
             )

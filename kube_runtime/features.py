@@ -63,7 +63,13 @@ _MANAGER = "manager"
 GATES: dict[str, Gate] = {
     g.name: g
     for g in (
-        Gate("AdmissionFairSharing", True, BETA, effect="admissionFairSharing in the Configuration"),
+        Gate(
+            "AdmissionFairSharing",
+            True,
+            BETA,
+            behaviour=ABSENT,
+            effect="admissionFairSharing in the Configuration",
+        ),
         Gate("AdmissionGatedBy", True, BETA, effect="the kueue.x-k8s.io/admission-gated-by annotation"),
         Gate("AssignQueueLabelsForPods", True, BETA, behaviour=ABSENT, effect="queue labels on pods"),
         Gate("CleanupProvisioningRequestsOnEviction", True, BETA, behaviour=ABSENT),
@@ -75,7 +81,9 @@ GATES: dict[str, Gate] = {
         Gate("ElasticJobsViaWorkloadSlicesWithTAS", False, ALPHA, behaviour=ABSENT),
         Gate("FailureRecoveryPolicy", False, ALPHA, behaviour=ABSENT),
         Gate("FairSharingPreemptWithinNominal", True, BETA, effect="fair-sharing preemption"),
-        Gate("FairSharingPrioritizeNonBorrowing", True, BETA, effect="fair-sharing ordering"),
+        Gate(
+            "FairSharingPrioritizeNonBorrowing", True, BETA, behaviour=ABSENT, effect="fair-sharing ordering"
+        ),
         Gate("FastQuotaReleaseInPodIntegration", False, ALPHA, behaviour=ABSENT),
         Gate("FinishOrphanedWorkloads", True, BETA, effect="Workloads whose owner is gone are finished"),
         Gate("FlavorFungibility", True, BETA, effect="flavorFungibility in ClusterQueues"),

@@ -179,15 +179,16 @@ async def test_worker_agent_process(fleet, tmp_path: Path):
             assert "kueue_admission_attempts_total" in text
             assert "kueue_worker_agent_engine_cpu_seconds_total" in text
 
-            async def misconfigured_reported() -> bool:
+            async def inadmissible_reported() -> bool:
                 reasons = []
                 for name in ("no-lq", "no-cq"):
                     wl = await kube.get(api.WORKLOAD, name, namespace=ns)
                     conds = {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or ()}
                     reasons.append(conds.get("QuotaReserved", {}).get("reason"))
-                return reasons == ["Misconfigured", "Misconfigured"]
+                # Upstream v0.19's default (Misconfigured with UnadmittedWorkloadsObservability).
+                return reasons == ["Inadmissible", "Inadmissible"]
 
-            await wait_until(misconfigured_reported)
+            await wait_until(inadmissible_reported)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:

@@ -27,10 +27,19 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+# The granular QuotaReserved=False reasons (WaitingForQuota, NoMatchingFlavor, Misconfigured, ...)
+# that the admission tests check are written only with this gate; upstream v0.19 has it off.
+GRANULAR_REASONS = {"UnadmittedWorkloadsObservability": True}
+
+
 @contextlib.asynccontextmanager
-async def running_agent(kube: KubeClient, config: Obj | None = None, metrics: Any = None):
+async def running_agent(
+    kube: KubeClient, config: Obj | None = None, metrics: Any = None, gates: dict[str, bool] | None = None
+):
     """An Agent (leader election off, no HTTP servers) for the duration of the block."""
     data = {"leaderElection": {"leaderElect": False}, "webhook": {"port": 0}, **(config or {})}
+    if gates:
+        data["featureGates"] = {**(data.get("featureGates") or {}), **gates}
     agent = Agent(
         kube, parse_config(data), metrics_bind_address="0", health_bind_address="0", metrics=metrics
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from admission_kit import (
+    GRANULAR_REASONS,
     cluster_queue,
     condition,
     condition_is,
@@ -27,7 +28,7 @@ async def test_admits_as_fits_and_reports_status(kube, cluster):
     await cluster.create(resource_flavor(rf))
     await cluster.create(cluster_queue(cq, {rf: {"cpu": "4"}}))
     await cluster.create(local_queue(ns, "main", cq))
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "first", "main", {"cpu": "3"}))
         await eventually(lambda: cluster.admitted("first"))
         first = await cluster.wl("first")
@@ -121,7 +122,7 @@ async def test_missing_queues_have_upstream_conditions(kube, cluster):
     ns = cluster.namespace
     missing_cq = unique("missing-cq")
     await cluster.create(local_queue(ns, "orphan", missing_cq))
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "no-lq", "nowhere"))
         await cluster.create(workload(ns, "no-cq", "orphan"))
 
@@ -149,7 +150,7 @@ async def test_cluster_queue_inactive_until_flavor_exists(kube, cluster):
     rf, cq = unique("late"), unique("cq")
     await cluster.create(cluster_queue(cq, {rf: {"cpu": "4"}}))
     await cluster.create(local_queue(ns, "main", cq))
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w", "main"))
 
         async def inactive():
@@ -167,3 +168,63 @@ async def test_cluster_queue_inactive_until_flavor_exists(kube, cluster):
         )
         await cluster.create(resource_flavor(rf))
         await eventually(lambda: cluster.admitted("w"))
+
+
+async def test_pending_reasons_are_upstream_v0_19s_by_default_and_granular_with_the_gate(kube, cluster):
+    """Kueue v0.19 (UnadmittedWorkloadsObservability off) writes QuotaReserved=False/Pending for every
+    scheduler diagnosis; the message is the same with the gate on, only the reason is granular."""
+    ns = cluster.namespace
+    rf, cq = unique("zone-a"), unique("cq")
+    await cluster.create(resource_flavor(rf, node_labels={"example.com/zone": "a"}))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "4"}}))
+    await cluster.create(local_queue(ns, "main", cq))
+    expected = {
+        "waits": (
+            api.REASON_WAITING_FOR_QUOTA,
+            f"couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor {rf}, "
+            "1 more needed",
+        ),
+        "never-fits": (
+            api.REASON_EXCEEDS_MAX_QUOTA,
+            f"couldn't assign flavors to pod set main: insufficient quota for cpu in flavor {rf}, "
+            "previously considered podsets requests (0) + current podset request (10) > maximum capacity (4)",
+        ),
+        "no-flavor": (
+            api.REASON_NO_MATCHING_FLAVOR,
+            f"couldn't assign flavors to pod set main: flavor {rf} doesn't match node affinity",
+        ),
+    }
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "running", "main", {"cpu": "3"}))
+        await eventually(lambda: cluster.admitted("running"))
+        await cluster.create(workload(ns, "waits", "main", {"cpu": "2"}))
+        await cluster.create(workload(ns, "never-fits", "main", {"cpu": "10"}))
+        await cluster.create(workload(ns, "no-flavor", "main", node_selector={"example.com/zone": "b"}))
+        for name, (_, message) in expected.items():
+            assert await eventually(lambda name=name: cluster.pending_reason(name)) == (
+                api.REASON_PENDING,
+                message,
+            )
+    async with running_agent(kube, gates=GRANULAR_REASONS):
+        for name, want in expected.items():
+
+            async def granular(name=name):
+                reason = await cluster.pending_reason(name)
+                return reason if reason and reason[0] != api.REASON_PENDING else None
+
+            assert await eventually(granular) == want
+
+
+async def test_missing_queues_are_inadmissible_by_default(kube, cluster):
+    """With default gates a Workload whose LocalQueue or ClusterQueue is missing is
+    QuotaReserved=False/Inadmissible (Misconfigured only with UnadmittedWorkloadsObservability)."""
+    ns = cluster.namespace
+    missing_cq = unique("missing-cq")
+    await cluster.create(local_queue(ns, "orphan", missing_cq))
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "no-lq", "nowhere"))
+        await cluster.create(workload(ns, "no-cq", "orphan"))
+        no_lq = await eventually(lambda: cluster.pending_reason("no-lq"))
+        assert no_lq == ("Inadmissible", "LocalQueue nowhere doesn't exist")
+        no_cq = await eventually(lambda: cluster.pending_reason("no-cq"))
+        assert no_cq == ("Inadmissible", f"ClusterQueue {missing_cq} doesn't exist")

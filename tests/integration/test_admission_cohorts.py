@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from admission_kit import (
+    GRANULAR_REASONS,
     Obj,
     cluster_queue,
     condition,
@@ -79,7 +80,7 @@ async def test_borrows_from_a_cluster_queue_joining_the_cohort(kube, cluster):
     await cluster.create(resource_flavor(rf))
     a = await add_queue(cluster, unique("a"), {rf: {"cpu": ("5", "10", None)}}, cohort=co)
     b = await add_queue(cluster, unique("b"), {rf: {"cpu": ("5", "10", None)}}, cohort=co)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "wa", a, {"cpu": "11"}))
         await cluster.create(workload(ns, "wb", b, {"cpu": "11"}))
         # 5 own + 5 from the sibling: the potential is 10 (nominal + borrowingLimit would be 15).
@@ -104,7 +105,7 @@ async def test_borrowing_limit_caps_borrowing_and_zero_blocks_it(kube, cluster):
     await add_queue(cluster, unique("lender"), {rf: {"cpu": "10"}}, cohort=co)
     capped = await add_queue(cluster, unique("capped"), {rf: {"cpu": ("2", "3", None)}}, cohort=co)
     blocked = await add_queue(cluster, unique("blocked"), {rf: {"cpu": ("2", "0", None)}}, cohort=co)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "capped-6", capped, {"cpu": "6"}))
         await cluster.create(workload(ns, "capped-5", capped, {"cpu": "5"}))
         await cluster.create(workload(ns, "blocked-3", blocked, {"cpu": "3"}))
@@ -126,7 +127,7 @@ async def test_workloads_under_nominal_quota_go_before_borrowing_ones(kube, clus
     await cluster.create(resource_flavor(rf))
     prod = await add_queue(cluster, unique("prod"), {rf: {"cpu": "2"}}, cohort=co, strategy="StrictFIFO")
     dev = await add_queue(cluster, unique("dev"), {rf: {"cpu": "0"}}, cohort=co, strategy="StrictFIFO")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "p1", prod, {"cpu": "2"}))
         await eventually(lambda: cluster.admitted("p1"))
         # The borrowing workload is older and has the higher priority.
@@ -148,7 +149,7 @@ async def test_pending_message_follows_the_latest_cycle(kube, cluster):
     await cluster.create(resource_flavor(rf))
     prod = await add_queue(cluster, unique("prod"), {rf: {"cpu": "2"}}, cohort=co, strategy="StrictFIFO")
     dev = await add_queue(cluster, unique("dev"), {rf: {"cpu": "0"}}, cohort=co, strategy="StrictFIFO")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "p1", prod, {"cpu": "2"}))
         await eventually(lambda: cluster.admitted("p1"))
         await cluster.create(workload(ns, "d1", dev, {"cpu": "1"}, priority=100))
@@ -175,7 +176,7 @@ async def test_lending_limit_caps_borrowing_and_raising_it_admits_more(kube, clu
     await cluster.create(resource_flavor(rf))
     lender = await add_queue(cluster, unique("lender"), {rf: {"cpu": ("10", None, "4")}}, cohort=co)
     borrower = await add_queue(cluster, unique("borrower"), {rf: {"cpu": "2"}}, cohort=co)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         # The borrower can reach its own 2 plus the 4 the lender lends.
         await cluster.create(workload(ns, "too-big", borrower, {"cpu": "7"}))
         assert await eventually(lambda: cluster.pending_reason("too-big")) == exceeds_max_quota(rf, "7", "6")
@@ -218,7 +219,7 @@ async def test_cohort_provides_resources_directly(kube, cluster):
     await cluster.create(cohort(pool, quotas={rf: {"cpu": "10"}}))
     member = await add_queue(cluster, unique("member"), {rf: {"cpu": "0"}}, cohort=pool)
     mover = await add_queue(cluster, unique("mover"), {rf: {"cpu": "0"}}, cohort=unique("empty"))
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w1", member, {"cpu": "8", "example.com/gpu": "0"}))
         await eventually(lambda: cluster.admitted("w1"))
         w1 = await cluster.wl("w1")
@@ -248,7 +249,7 @@ async def test_hierarchical_cohorts_long_distance_and_reparenting(kube, cluster)
     await cluster.create(cohort(mid, parent=small))
     await cluster.create(cohort(leaf, parent=mid))
     cq = await add_queue(cluster, unique("cq"), {rf: {"cpu": "0"}}, cohort=leaf)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "near", cq, {"cpu": "1"}))
         await eventually(lambda: cluster.admitted("near"))
         await cluster.create(workload(ns, "overflow", cq, {"cpu": "5"}))
@@ -275,7 +276,7 @@ async def test_cohort_lending_and_borrowing_limits_in_a_hierarchy(kube, cluster)
     await cluster.create(cohort(research, parent=root, quotas={rf: {"cpu": ("0", "0", None)}}))
     borrower = await add_queue(cluster, unique("b"), {rf: {"cpu": "0"}}, cohort=borrower_org)
     isolated = await add_queue(cluster, unique("r"), {rf: {"cpu": "0"}}, cohort=research)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "b4", borrower, {"cpu": "4"}))
         await cluster.create(workload(ns, "b3", borrower, {"cpu": "3"}))
         await cluster.create(workload(ns, "r1", isolated, {"cpu": "1"}))
@@ -291,7 +292,7 @@ async def test_deleting_a_cluster_queue_updates_borrowable_resources(kube, clust
     await cluster.create(resource_flavor(rf))
     cq = await add_queue(cluster, unique("cq"), {rf: {"cpu": "2"}}, cohort=co)
     lender = await add_queue(cluster, unique("lender"), {rf: {"cpu": "5"}}, cohort=co)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "before", cq, {"cpu": "4"}))
         await eventually(lambda: cluster.admitted("before"))
         await cluster.finish("before")
@@ -321,7 +322,7 @@ async def test_reclaim_within_cohort_preempts_a_borrower(kube, cluster):
         cluster, unique("owner"), {rf: {"cpu": "4"}}, cohort=co, preemption={"reclaimWithinCohort": "Any"}
     )
     borrower = await add_queue(cluster, unique("borrower"), {rf: {"cpu": "0"}}, cohort=co)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "best-effort", borrower, {"cpu": "4"}))
         await eventually(lambda: cluster.admitted("best-effort"))
         await expect_reservation(cluster, borrower, cpu_reservation(rf, "4", "4"))
@@ -373,7 +374,7 @@ async def test_lower_priority_reclaim_without_candidates_holds_capacity(kube, cl
         preemption={"reclaimWithinCohort": "LowerPriority"},
     )
     best_effort = await add_queue(cluster, unique("best-effort"), {rf: {"cpu": "0"}}, cohort=co)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "be1", best_effort, {"cpu": "2"}, priority=100))
         await eventually(lambda: cluster.admitted("be1"))
         await cluster.create(workload(ns, "f1", foundation, {"cpu": "3"}))

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 from admission_kit import (
+    GRANULAR_REASONS,
     Obj,
     cluster_queue,
     condition,
@@ -109,7 +110,7 @@ async def test_admissions_respect_fair_share_without_preemption(kube, cluster):
     a = await add_queue(cluster, unique("a"), {rf: {"cpu": "3"}}, cohort=co)
     b = await add_queue(cluster, unique("b"), {rf: {"cpu": "1"}}, cohort=co)
     shared = await add_queue(cluster, unique("shared"), {rf: {"cpu": "4"}}, cohort=co)
-    async with running_agent(kube, FAIR_SHARING):
+    async with running_agent(kube, FAIR_SHARING, gates=GRANULAR_REASONS):
         await create_many(cluster, a, 10, "a")
         await expect_reserving(cluster, {a: 8, b: 0, shared: 0})
         # a borrows 5 of the 8 cpus its cohort can lend: 5 * 1000 / 8.
@@ -148,7 +149,7 @@ async def test_preemption_reclaims_towards_fair_share(kube, cluster):
     a = await add_queue(cluster, unique("a"), {rf: {"cpu": "3"}}, cohort=co, preemption=preemption)
     b = await add_queue(cluster, unique("b"), {rf: {"cpu": "3"}}, cohort=co, preemption=preemption)
     c = await add_queue(cluster, unique("c"), {rf: {"cpu": "3"}}, cohort=co, preemption=preemption)
-    async with running_agent(kube, FAIR_SHARING):
+    async with running_agent(kube, FAIR_SHARING, gates=GRANULAR_REASONS):
         await create_many(cluster, a, 10, "a")
         await expect_reserving(cluster, {a: 9})
         await expect_weighted_shares(cluster, {a: 666, b: 0, c: 0})
@@ -217,7 +218,7 @@ async def test_hierarchical_cohorts_share_at_every_level(kube, cluster):
     await cluster.create(cohort(bank, parent=first_right, quotas={rf: {"cpu": "10"}}))
     left = await add_queue(cluster, unique("left"), {rf: {"cpu": "2"}}, cohort=second_left)
     right = await add_queue(cluster, unique("right"), {rf: {"cpu": "2"}}, cohort=second_right)
-    async with running_agent(kube, FAIR_SHARING):
+    async with running_agent(kube, FAIR_SHARING, gates=GRANULAR_REASONS):
         for i in range(5):
             await cluster.create(workload(cluster.namespace, f"left-{i}", left, {"cpu": "1"}))
             await cluster.create(workload(cluster.namespace, f"right-{i}", right, {"cpu": "1"}))
@@ -232,7 +233,7 @@ async def test_cohort_status_reports_weighted_share(kube, cluster):
     await cluster.create(cohort(root, quotas={rf: {"cpu": "4"}}))
     await cluster.create(cohort(child, parent=root))
     cq = await add_queue(cluster, unique("cq"), {rf: {"cpu": "0"}}, cohort=child)
-    async with running_agent(kube, FAIR_SHARING):
+    async with running_agent(kube, FAIR_SHARING, gates=GRANULAR_REASONS):
         await create_many(cluster, cq, 2, "w")
         await expect_reserving(cluster, {cq: 2})
 

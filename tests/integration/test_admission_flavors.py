@@ -9,6 +9,7 @@ import contextlib
 
 import pytest
 from admission_kit import (
+    GRANULAR_REASONS,
     Obj,
     cluster_queue,
     condition,
@@ -72,7 +73,7 @@ async def test_taints_and_tolerations(kube, cluster):
     await cluster.create(resource_flavor(spot, taints=[SPOT_TAINT]))
     await cluster.create(resource_flavor(plain))
     cq = await add_queue(cluster, unique("cq"), {spot: {"cpu": "5"}, plain: {"cpu": "5"}})
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "tolerating", cq, {"cpu": "2"}, tolerations=[SPOT_TOLERATION]))
         assert await admitted_to(cluster, "tolerating") == spot
         await cluster.create(workload(ns, "intolerant", cq, {"cpu": "2"}))
@@ -106,7 +107,7 @@ async def test_node_labels_against_node_selector_and_affinity(kube, cluster):
     await cluster.create(resource_flavor(fa, node_labels={ZONE: "a"}))
     await cluster.create(resource_flavor(fb, node_labels={ZONE: "b"}))
     cq = await add_queue(cluster, unique("cq"), {fa: {"cpu": "5"}, fb: {"cpu": "5"}})
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "selects-b", cq, node_selector={ZONE: "b"}))
         assert await admitted_to(cluster, "selects-b") == fb
         await cluster.create(workload(ns, "other-key", cq, node_selector={"example.com/gpu": "x"}))
@@ -145,7 +146,7 @@ async def test_second_flavor_when_the_first_is_full(kube, cluster):
     await cluster.create(resource_flavor(first))
     await cluster.create(resource_flavor(second))
     cq = await add_queue(cluster, unique("cq"), {first: {"cpu": "2"}, second: {"cpu": "4"}})
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w1", cq, {"cpu": "2"}))
         assert await admitted_to(cluster, "w1") == first
         await cluster.create(workload(ns, "w2", cq, {"cpu": "3"}))
@@ -177,7 +178,7 @@ async def test_when_can_borrow_try_next_flavor(kube, cluster):
         cohort=co,
         flavor_fungibility={"whenCanBorrow": "TryNextFlavor"},
     )
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "stops", stop, {"cpu": "4"}))
         assert await admitted_to(cluster, "stops") == f1
         await cluster.create(workload(ns, "tries", try_next, {"cpu": "4"}))
@@ -216,7 +217,7 @@ async def test_when_can_preempt_may_stop_search_reclaims_in_the_first_flavor(kub
     """Ports "Should preempt before try next flavor"."""
     ns = cluster.namespace
     co, f1, _f2, main, other = await _reclaim_setup(cluster, {"whenCanPreempt": "MayStopSearch"})
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "borrower", other, {"cpu": "4"}))
         assert await admitted_to(cluster, "borrower") == f1
         await cluster.create(workload(ns, "owner", main, {"cpu": "4"}))
@@ -240,7 +241,7 @@ async def test_when_can_preempt_try_next_flavor_avoids_preemption(kube, cluster)
     """With the default `whenCanPreempt: TryNextFlavor` a later flavor that fits wins over reclaiming."""
     ns = cluster.namespace
     _co, f1, f2, main, other = await _reclaim_setup(cluster, None)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "borrower", other, {"cpu": "4"}))
         assert await admitted_to(cluster, "borrower") == f1
         await cluster.create(workload(ns, "owner", main, {"cpu": "4"}))
@@ -262,7 +263,7 @@ async def test_try_next_flavor_when_first_has_no_preemption_candidates(kube, clu
         preemption={"withinClusterQueue": "LowerPriority"},
         flavor_fungibility={"whenCanPreempt": "MayStopSearch"},
     )
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "high", cq, {"cpu": "2"}, priority=100))
         assert await admitted_to(cluster, "high") == f1
         await cluster.create(workload(ns, "low", cq, {"cpu": "2"}, priority=1))
@@ -289,7 +290,7 @@ async def _parked_behind_flavor(cluster, flavor: Obj, expected_reason: str, **wo
 async def test_removing_a_flavor_taint_admits_parked_workloads(kube, cluster):
     """Ports "should retry pending workloads after nodeTaints are removed"."""
     rf = unique("tainted")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await _parked_behind_flavor(
             cluster,
             resource_flavor(rf, taints=[SPOT_TAINT]),
@@ -303,7 +304,7 @@ async def test_removing_a_flavor_taint_admits_parked_workloads(kube, cluster):
 async def test_flavor_tolerating_its_own_taint_admits_parked_workloads(kube, cluster):
     """Ports "should retry pending workloads after the flavor tolerates its own taint"."""
     rf = unique("tainted")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await _parked_behind_flavor(
             cluster,
             resource_flavor(rf, taints=[SPOT_TAINT]),
@@ -317,7 +318,7 @@ async def test_flavor_tolerating_its_own_taint_admits_parked_workloads(kube, clu
 async def test_node_labels_matching_the_selector_admit_parked_workloads(kube, cluster):
     """Ports "should retry pending workloads after nodeLabels match their nodeSelector"."""
     rf = unique("zoned")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await _parked_behind_flavor(
             cluster,
             resource_flavor(rf, node_labels={ZONE: "a"}),
@@ -339,7 +340,7 @@ async def test_strict_fifo_admits_by_priority_and_blocks_behind_its_head(kube, c
     ns, rf = cluster.namespace, unique("rf")
     await cluster.create(resource_flavor(rf))
     cq = await add_queue(cluster, unique("strict"), {rf: {"cpu": "2"}}, strategy="StrictFIFO")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         for blocker in ("blocker-1", "blocker-2"):
             await cluster.create(workload(ns, blocker, cq, {"cpu": "1"}))
             await eventually(lambda b=blocker: cluster.admitted(b))
@@ -365,7 +366,7 @@ async def test_strict_fifo_head_does_not_block_other_queues_from_borrowing(kube,
     lender = await add_queue(cluster, unique("lender"), {rf: {"cpu": "4"}}, cohort=co)
     strict = await add_queue(cluster, unique("strict"), {rf: {"cpu": "0"}}, cohort=co, strategy="StrictFIFO")
     other = await add_queue(cluster, unique("other"), {rf: {"cpu": "0"}}, cohort=co)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "lender-own", lender, {"cpu": "2"}))
         await eventually(lambda: cluster.admitted("lender-own"))
         await cluster.create(workload(ns, "strict-head", strict, {"cpu": "3"}, priority=100))
@@ -383,7 +384,7 @@ async def test_best_effort_fifo_lets_a_smaller_workload_pass(kube, cluster):
     ns, rf = cluster.namespace, unique("rf")
     await cluster.create(resource_flavor(rf))
     cq = await add_queue(cluster, unique("best-effort"), {rf: {"cpu": "3"}})
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "running", cq, {"cpu": "1"}))
         await eventually(lambda: cluster.admitted("running"))
         await cluster.create(workload(ns, "big", cq, {"cpu": "3"}, priority=100))
@@ -425,7 +426,7 @@ async def test_namespace_selector_mismatch_is_misconfigured_and_does_not_block(k
         # Both exist before the agent starts, so the mismatched, higher-priority one is the first head.
         await cluster.create(workload(ns, "mismatch", "main", priority=100))
         await kube.create(api.WORKLOAD, workload(other_ns, "match", "main"), namespace=other_ns)
-        async with running_agent(kube):
+        async with running_agent(kube, gates=GRANULAR_REASONS):
 
             async def match_admitted():
                 wl = await kube.get(api.WORKLOAD, "match", namespace=other_ns)

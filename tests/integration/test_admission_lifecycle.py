@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from admission_kit import (
+    GRANULAR_REASONS,
     cluster_queue,
     condition,
     condition_is,
@@ -33,7 +34,7 @@ async def _queue(cluster, cpu: str = "4", **cq_kwargs) -> str:
 async def test_preemption_within_cluster_queue(kube, cluster):
     ns = cluster.namespace
     cq = await _queue(cluster, preemption={"withinClusterQueue": "LowerPriority"})
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "low", "main", {"cpu": "3"}, priority=10))
         await eventually(lambda: cluster.admitted("low"))
         high = await cluster.create(workload(ns, "high", "main", {"cpu": "3"}, priority=100))
@@ -68,7 +69,7 @@ async def test_admission_checks_gate_admitted(kube, cluster):
     check = unique("check")
     await cluster.active_admission_check(check, "example.com/test")
     await _queue(cluster, admission_checks=[check])
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w", "main"))
         await eventually(lambda: cluster.reserved("w"))
         wl = await cluster.wl("w")
@@ -115,7 +116,7 @@ async def test_admission_checks_gate_admitted(kube, cluster):
 async def test_stop_policy_hold_and_drain(kube, cluster):
     ns = cluster.namespace
     cq = await _queue(cluster)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w", "main"))
         await eventually(lambda: cluster.admitted("w"))
         await kube.patch_merge(api.CLUSTER_QUEUE, cq, {"spec": {"stopPolicy": "HoldAndDrain"}})
@@ -145,7 +146,7 @@ async def _false_active(cluster, cq):
 async def test_deactivation_and_reactivation(kube, cluster):
     ns = cluster.namespace
     await _queue(cluster)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w", "main"))
         await eventually(lambda: cluster.admitted("w"))
         await kube.patch_merge(api.WORKLOAD, "w", {"spec": {"active": False}}, namespace=ns)
@@ -181,7 +182,7 @@ async def test_pods_ready_timeout_requeues_with_backoff_then_deactivates(kube, c
             "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffMaxSeconds": 2, "backoffLimitCount": 1},
         }
     }
-    async with running_agent(kube, config):
+    async with running_agent(kube, config, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w", "main"))
         await eventually(lambda: cluster.admitted("w"))
 
@@ -225,7 +226,7 @@ async def test_priority_class_value_change_updates_workloads(kube, cluster):
             "value": 100,
         }
     )
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w", "main", priority=100, priority_class=wpc))
         await eventually(lambda: cluster.admitted("w"))
         await kube.patch_merge(api.WORKLOAD_PRIORITY_CLASS, wpc, {"value": 7})
@@ -239,7 +240,7 @@ async def test_priority_class_value_change_updates_workloads(kube, cluster):
 async def test_maximum_execution_time_deactivates(kube, cluster):
     ns = cluster.namespace
     await _queue(cluster)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "w", "main", max_exec_seconds=2))
         await eventually(lambda: cluster.admitted("w"))
 
@@ -259,7 +260,7 @@ async def test_block_admission_waits_for_pods_ready(kube, cluster):
     ns = cluster.namespace
     await _queue(cluster)
     config = {"waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": True}}
-    async with running_agent(kube, config):
+    async with running_agent(kube, config, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "first", "main"))
         await eventually(lambda: cluster.admitted("first"))
         await cluster.create(workload(ns, "second", "main"))
@@ -287,7 +288,7 @@ async def test_block_admission_admits_one_of_two_workloads_considered_in_the_sam
     await cluster.create(workload(ns, "wa", "qa"))
     await cluster.create(workload(ns, "wb", "qb"))
     config = {"waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": True}}
-    async with running_agent(kube, config):
+    async with running_agent(kube, config, gates=GRANULAR_REASONS):
 
         async def one_admitted():
             admitted = [n for n in ("wa", "wb") if await cluster.admitted(n)]
@@ -309,7 +310,7 @@ async def test_block_admission_admits_one_of_two_workloads_considered_in_the_sam
 async def test_pending_workloads_publish_resource_requests_until_admitted(kube, cluster):
     ns = cluster.namespace
     await _queue(cluster, cpu="2")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "big", "main", {"cpu": "1500m", "memory": "1Gi"}, count=2))
 
         async def published():
@@ -330,7 +331,7 @@ async def test_equivalent_workload_parked_after_a_failure_says_it_was_bypassed(k
     condition says so (reason: the failure's requeue reason)."""
     ns = cluster.namespace
     await _queue(cluster, cpu="1")
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
         await cluster.create(workload(ns, "holder", "main", {"cpu": "1"}))
         await eventually(lambda: cluster.admitted("holder"))
         await cluster.create(workload(ns, "twin", "main", {"cpu": "1"}))
@@ -364,7 +365,7 @@ async def test_orphaned_job_workload_is_finished_and_released(kube, cluster):
     orphan["metadata"]["labels"] = {api.LABEL_JOB_UID: "0f0f0f0f-aaaa-bbbb-cccc-000000000000"}
     orphan["metadata"]["finalizers"] = [api.FINALIZER_RESOURCE_IN_USE]
     await cluster.create(orphan)
-    async with running_agent(kube):
+    async with running_agent(kube, gates=GRANULAR_REASONS):
 
         async def released():
             wl = await cluster.wl("orphan")

@@ -244,8 +244,9 @@ async def test_job_that_does_not_fit_stays_suspended(cluster):
         wl = await eventually(lambda: job_workload(cluster, second))
 
         async def waiting_for_quota():
+            # Upstream v0.19's default reason (WaitingForQuota with UnadmittedWorkloadsObservability).
             reason = await cluster.pending_reason(wl["metadata"]["name"])
-            return reason if reason and reason[0] == "WaitingForQuota" else None
+            return reason if reason and reason[0] == "Pending" else None
 
         await eventually(waiting_for_quota)
         await consistently(lambda: _suspended(cluster, "second"), duration=2)
@@ -300,7 +301,8 @@ async def test_higher_priority_job_preempts_a_lower_one(cluster):
 
         wl = await eventually(requeued)
         assert condition_is(wl, api.WORKLOAD_EVICTED, "True", "Preempted")
-        # PendingEvaluation when released; the scheduler then writes why it stays pending.
+        # Pending when released (PendingEvaluation with UnadmittedWorkloadsObservability); the
+        # scheduler then writes why it stays pending.
         assert condition_is(wl, api.WORKLOAD_QUOTA_RESERVED, "False")
         assert "admission" not in wl["status"]
         (note,) = await eventually(lambda: job_events(cluster, "low", "Stopped"))

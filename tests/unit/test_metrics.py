@@ -583,3 +583,15 @@ def test_client_requests_are_exported_per_client_and_with_client_go_labels():
     registry = CollectorRegistry()
     registry.register(ClientRequestsCollector({"main": main, "events": main}))
     assert samples(registry)[(rest, frozenset({**host, "code": "200", "method": "PATCH"}.items()))] == 3
+
+
+def test_local_queue_metrics_gate_off_exports_no_local_queue_series():
+    """LocalQueueMetrics=false: upstream registers no kueue_local_queue_* metric."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, local_queue_metrics=False)
+    metrics.local_queue_admitted("ns", "lq", 1.0)
+    metrics.report_local_queue_status("ns", "lq", True)
+    metrics.admission_attempt("success", 0.1)
+    names = {family.name for family in registry.collect()}
+    assert "kueue_admission_attempts" in names
+    assert not [name for name in names if name.startswith("kueue_local_queue_")]

@@ -105,7 +105,10 @@ async def test_path_kubeconfig_is_picked_up_when_written_and_when_changed(fleet,
     async with multikueue(
         fleet, kube, namespace, worker_cpu={"worker1": "4"}, setup=False, start_manager=False
     ) as env:
-        await env.start_manager(options=options)
+        # Path validation is Alpha and off in Kueue v0.19: this test checks it, so turns it on.
+        await env.start_manager(
+            {"featureGates": {"MultiKueueKubeConfigPathValidation": True}}, options=options
+        )
         (cluster,) = env.clusters
         path = prefix / "worker1.kubeconfig"
         await env.add_cluster(cluster, path=str(path))

@@ -932,7 +932,15 @@ class Fleet:
         return self.clusters[cluster]["server"].split("://", 1)[-1].rstrip("/")
 
     def processes(self) -> list[tuple[str, int]]:
-        return [(f"{p['cluster']}/{p['component']}", p["pid"]) for p in self.state.get("processes") or ()]
+        """Each program's pid (localfleet supervises them: the supervisor's status file has it)."""
+        found = []
+        for p in self.state.get("processes") or ():
+            pid = p["pid"]
+            if p.get("status"):
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    pid = json.loads(Path(p["status"]).read_text())["pid"] or pid
+            found.append((f"{p['cluster']}/{p['component']}", pid))
+        return found
 
     def log_tail(self, cluster: str, component: str, lines: int = 30) -> str:
         path = self.run_dir / cluster / f"{component}.log"

@@ -106,6 +106,9 @@ WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration
 AGENT_COMPONENT = "worker-agent"
 MANAGER_COMPONENT = "manager"
 OUR_COMPONENTS = (AGENT_COMPONENT, MANAGER_COMPONENT)
+# `down` stops the fleet tier by tier: our processes, then the controllers, the apiservers, etcd.
+STOP_TIERS = (OUR_COMPONENTS, None, ("kube-apiserver",), ("etcd",))
+SUPERVISOR = REPO / "hack" / "supervisor.py"
 MANAGER_LEASE = "kueue-federation-manager"
 MULTIKUEUE_ORIGIN = "multikueue"
 # The objects of the MultiKueue setup guide (`setup-multikueue`), named as upstream's examples.
@@ -669,15 +672,42 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+    except OSError:
+        return []
+
+
 def pid_is_ours(proc: dict) -> bool:
-    """The recorded pid is alive and still runs the binary we started (pids get reused)."""
+    """The recorded pid (the supervisor's, for a supervised process) is alive and still runs what we
+    started (pids get reused)."""
     if not pid_alive(proc["pid"]):
         return False
+    cmdline = _cmdline(proc["pid"])
+    if proc.get("status"):
+        return len(cmdline) > 1 and cmdline[1] == str(SUPERVISOR)
+    return bool(cmdline) and cmdline[0] == proc["cmd"][0]
+
+
+def supervised_status(proc: dict) -> dict:
+    """What the supervisor of `proc` last wrote ({} for an unsupervised record or before it wrote)."""
+    if not proc.get("status"):
+        return {}
     try:
-        exe = Path(f"/proc/{proc['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
-    except OSError:
-        return False
-    return exe == proc["cmd"][0]
+        return json.loads(Path(proc["status"]).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def child_pid(proc: dict) -> int | None:
+    """The pid of the running program itself (a supervised one's changes when it is restarted)."""
+    if not proc.get("status"):
+        return proc["pid"] if pid_alive(proc["pid"]) else None
+    pid = supervised_status(proc).get("pid")
+    if pid and pid_alive(pid) and (_cmdline(pid) or [""])[0] == proc["cmd"][0]:
+        return pid
+    return None
 
 
 def rss_mib(pid: int) -> float:
@@ -713,11 +743,15 @@ class State:
         tmp.replace(self.path)
 
     def start(self, cluster: str, component: str, cmd: list[str], env: dict[str, str] | None = None) -> dict:
+        """Start `cmd` under hack/supervisor.py, which restarts it like a kubelet would when it exits
+        and outlives this command. The record's pid and pgid are the supervisor's (its session)."""
         log_path = self.run_dir / cluster / f"{component}.log"
+        status_path = self.run_dir / cluster / f"{component}.status.json"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        supervisor = [sys.executable, str(SUPERVISOR), "--status", str(status_path), "--log", str(log_path)]
         with log_path.open("ab") as out:
             proc = subprocess.Popen(
-                cmd,
+                [*supervisor, "--", *cmd],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -732,6 +766,7 @@ class State:
             "pgid": proc.pid,
             "cmd": cmd,
             "log": str(log_path),
+            "status": str(status_path),
         }
         self.data["processes"].append(record)
         self.save()
@@ -742,20 +777,41 @@ class State:
 
 
 def stop_processes(processes: list[dict], timeout: float = 10.0) -> None:
-    """SIGTERM each recorded process group in reverse start order, SIGKILL what is left. Our
-    worker_agents and manager (`up --agents --manager`) go first, while the apiservers they release
-    their Leases to answer."""
-    ours = [p for p in processes if p.get("component") in OUR_COMPONENTS]
-    if ours:
-        _stop_processes(ours, timeout)
-    _stop_processes([p for p in processes if p.get("component") not in OUR_COMPONENTS], timeout)
+    """Stop the recorded processes tier by tier (STOP_TIERS): our worker_agents and manager first,
+    while the apiservers they release their Leases to answer; then the controllers, whose watches
+    would otherwise hold the apiservers' shutdown; then the apiservers, while etcd still answers
+    them; etcd last. SIGTERM goes to each supervisor, which passes it on and does not restart;
+    SIGKILL to the process group of whatever is left after `timeout`."""
+    named = {c for tier in STOP_TIERS if tier for c in tier}
+    for tier in STOP_TIERS:
+        chosen = [
+            p for p in processes if (p.get("component") in tier if tier else p.get("component") not in named)
+        ]
+        if chosen:
+            _stop_processes(chosen, timeout)
+
+
+def _orphans(processes: list[dict]) -> list[dict]:
+    """Supervised programs whose supervisor is gone (killed on its own): stopped by their own pid."""
+    found = []
+    for p in processes:
+        if p.get("status") and not pid_is_ours(p):
+            pid = child_pid(p)
+            if pid is not None:
+                found.append({**p, "pid": pid, "orphan": True})
+    return found
 
 
 def _stop_processes(processes: list[dict], timeout: float) -> None:
-    live = [p for p in reversed(processes) if pid_is_ours(p)]
+    live = [p for p in reversed(processes) if pid_is_ours(p)] + _orphans(processes)
     for p in live:
         try:
-            os.killpg(p["pgid"], signal.SIGTERM)
+            if p.get("status") or p.get("orphan"):
+                # The supervisor alone: it passes SIGTERM on once (a second one makes Go programs
+                # quit at once instead of shutting down gracefully).
+                os.kill(p["pid"], signal.SIGTERM)
+            else:
+                os.killpg(p["pgid"], signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout
@@ -767,7 +823,10 @@ def _stop_processes(processes: list[dict], timeout: float) -> None:
         log(f"still running {timeout:.0f}s after SIGTERM, sending SIGKILL: {names}")
     for p in stubborn:
         try:
-            os.killpg(p["pgid"], signal.SIGKILL)
+            if p.get("orphan"):
+                os.kill(p["pid"], signal.SIGKILL)
+            else:
+                os.killpg(p["pgid"], signal.SIGKILL)
         except ProcessLookupError:
             pass
     # SIGKILL is delivered asynchronously: wait until the kernel has really taken them down, so that
@@ -795,7 +854,7 @@ def wait_for(
         if check():
             return
         for p in procs:
-            if not pid_alive(p["pid"]):
+            if not pid_alive(p["pid"]) or supervised_status(p).get("restarts"):
                 tail = "\n".join(Path(p["log"]).read_text(errors="replace").splitlines()[-15:])
                 raise FleetError(
                     f"{p['cluster']}/{p['component']} exited while waiting for {what}; "
@@ -2150,14 +2209,17 @@ def cmd_status(args: argparse.Namespace) -> None:
         pki = Path(c["kubeconfig"]).parent / "pki"
         ready = ca.exists() and https_ok(f"{c['server']}/readyz", ca, pki / "admin.crt", pki / "admin.key")
         procs = [p for p in state.data["processes"] if p["cluster"] == name]
-        total = sum(rss_mib(p["pid"]) for p in procs if pid_is_ours(p))
+        pids = {id(p): child_pid(p) for p in procs}
+        total = sum(rss_mib(pid) for pid in pids.values() if pid)
         print(
             f"  {name} ({c['role']}) {c['server']} apiserver {'ready' if ready else 'NOT ready'}, "
             f"RSS {total:.0f} MiB"
         )
+        print(f"    {'COMPONENT':<24} {'PID':<8} {'STATE':<9} {'RESTARTS':<9} {'LAST EXIT':<34} RSS")
         for p in procs:
-            alive = pid_is_ours(p)
-            rss = f"{rss_mib(p['pid']):.0f} MiB" if alive else "-"
+            pid = pids[id(p)]
+            alive = pid is not None
+            rss = f"{rss_mib(pid):.0f} MiB" if pid else "-"
             extra = ""
             if p["component"] == AGENT_COMPONENT and "agent" in c:
                 ready = alive and http_ok(f"{c['agent']['health']}/readyz")
@@ -2165,8 +2227,33 @@ def cmd_status(args: argparse.Namespace) -> None:
             if p["component"] == MANAGER_COMPONENT and MANAGER_COMPONENT in c:
                 ready = alive and http_ok(f"{c['manager']['health']}/readyz")
                 extra = f"  {'ready' if ready else 'NOT ready'}, metrics {c['manager']['metrics']}"
-            running = "running" if alive else "STOPPED"
-            print(f"    {p['component']:<24} pid {p['pid']:<8} {running:<8} {rss}{extra}")
+            status = supervised_status(p)
+            if alive:
+                running = "running"
+            elif status.get("state") == "waiting" and pid_is_ours(p):
+                running = "BACKOFF"  # exited; its supervisor starts it again at nextStartAt
+            else:
+                running = "STOPPED"
+            print(
+                f"    {p['component']:<24} {pid or '-'!s:<8} {running:<9} {status.get('restarts', 0)!s:<9} "
+                f"{last_exit_text(status):<34} {rss}{extra}"
+            )
+
+
+def last_exit_text(status: dict) -> str:
+    """`kubectl get pods`-like: `code 1 (3m ago)`, `SIGKILL (12s ago)`, or `-`."""
+    last = status.get("lastExit")
+    if not last:
+        return "-"
+    what = last.get("signal") or (f"code {last['code']}" if "code" in last else last.get("error", "?"))
+    at = status.get("lastExitAt")
+    if not at:
+        return what
+    try:
+        exited = dt.datetime.strptime(at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return what
+    return f"{what} ({fmt_duration((dt.datetime.now(dt.UTC) - exited).total_seconds())} ago)"
 
 
 def main(argv: list[str] | None = None) -> int:

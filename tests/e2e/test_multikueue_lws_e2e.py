@@ -92,7 +92,8 @@ class Fleet:
     def apiserver_pid(self, cluster: str) -> int:
         for proc in self.state["processes"]:
             if proc["cluster"] == cluster and proc["component"] == "kube-apiserver":
-                return proc["pid"]
+                # Supervised: the supervisor writes the program's current pid into its status file.
+                return json.loads(Path(proc["status"]).read_text())["pid"]
         raise AssertionError(f"no kube-apiserver of {cluster} in {self.run_dir}/state.json")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,7 +251,7 @@ class MultiKueueEnv:
         worker = self.clusters[cluster]
         for proc in self.fleet.state["processes"]:
             if proc.get("cluster") == worker and proc.get("component") == "kube-apiserver":
-                return proc["pid"]
+                return program_pid(proc)
         raise AssertionError(f"no kube-apiserver recorded for {worker}")
 
     @contextlib.contextmanager
@@ -264,6 +265,14 @@ class MultiKueueEnv:
             yield
         finally:
             os.kill(pid, signal.SIGCONT)
+
+
+def program_pid(proc: Obj) -> int:
+    """The pid of a fleet process's program (localfleet supervises it: its supervisor writes the
+    current pid, which changes when the program is restarted, into the record's status file)."""
+    if proc.get("status"):
+        return json.loads(Path(proc["status"]).read_text())["pid"]
+    return proc["pid"]
 
 
 async def _strip_workload_finalizers(kube: KubeClient, namespace: str) -> None:

@@ -311,9 +311,12 @@ def test_our_processes_stop_before_the_control_planes(monkeypatch):
         for c in ("etcd", "kube-apiserver", "worker-agent", "worker-agent", "manager", "kwok")
     ]
     localfleet.stop_processes(processes)
+    # Our processes, the controllers, the apiservers, etcd last.
     assert [[p["component"] for p in group] for group in calls] == [
         ["worker-agent", "worker-agent", "manager"],
-        ["etcd", "kube-apiserver", "kwok"],
+        ["kwok"],
+        ["kube-apiserver"],
+        ["etcd"],
     ]
 
 

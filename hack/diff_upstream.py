@@ -104,13 +104,46 @@ class Scenario:
     path: Path
     setup: list[Obj]
     workloads: list[ScenarioWorkload]
+    # Workload key -> the scenario it came from, when several scenarios run together.
+    origin: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
-        try:
-            return str(self.path.relative_to(SCENARIO_DIR))
-        except ValueError:
-            return str(self.path)
+        return scenario_name(self.path)
+
+    def origin_of(self, key: str) -> str:
+        return self.origin.get(key, self.name)
+
+
+def scenario_name(path: Path) -> str:
+    try:
+        return str(path.relative_to(SCENARIO_DIR))
+    except ValueError:
+        return str(path)
+
+
+def merge_scenarios(scenarios: list[Scenario]) -> Scenario:
+    """Several scenarios as one run (`--together`): setup objects they share must be identical,
+    Workloads follow each other in the given order."""
+    setup: dict[tuple[str, str, str], Obj] = {}
+    merged = Scenario(Path("together"), [], [])
+    for sc in scenarios:
+        for obj in sc.setup:
+            meta = obj["metadata"]
+            ident = (obj["kind"], meta.get("namespace", ""), meta["name"])
+            if ident in setup and setup[ident] != obj:
+                raise ScenarioError(
+                    f"{sc.name}: {obj['kind']} {meta['name']} differs from another scenario's; "
+                    "scenarios run together must not share names"
+                )
+            setup.setdefault(ident, obj)
+        for w in sc.workloads:
+            if w.key in merged.origin:
+                raise ScenarioError(f"{sc.name}: Workload {w.key} also in {merged.origin[w.key]}")
+            merged.origin[w.key] = sc.name
+            merged.workloads.append(w)
+    merged.setup = sorted(setup.values(), key=lambda o: SETUP_KINDS.index(o["kind"]))
+    return merged
 
 
 def _seconds(obj: Obj, annotation: str) -> float | None:
@@ -557,9 +590,11 @@ def _order_label(outcome: Outcome, rank: dict[str, int], key: str) -> str:
     return f"#{rank[key]} at {outcome.first_admitted_s:.1f}s"
 
 
-def order_inversions(ours: dict[str, Outcome], upstream: dict[str, Outcome]) -> set[str]:
-    """Workloads whose first admission is clearly before another's on one engine, clearly after on
-    the other (both gaps above ORDER_TOLERANCE_S)."""
+def order_inversions(
+    ours: dict[str, Outcome], upstream: dict[str, Outcome], group: Any = lambda _key: ""
+) -> set[str]:
+    """Workloads whose first admission is clearly before another's (of the same group: scenario)
+    on one engine, clearly after on the other (both gaps above ORDER_TOLERANCE_S)."""
     both = [
         k
         for k, o in ours.items()
@@ -568,6 +603,8 @@ def order_inversions(ours: dict[str, Outcome], upstream: dict[str, Outcome]) -> 
     flagged: set[str] = set()
     for i, a in enumerate(both):
         for b in both[i + 1 :]:
+            if group(a) != group(b):
+                continue
             da = ours[b].first_admitted_s - ours[a].first_admitted_s  # type: ignore[operator]
             du = upstream[b].first_admitted_s - upstream[a].first_admitted_s  # type: ignore[operator]
             if (da > ORDER_TOLERANCE_S and du < -ORDER_TOLERANCE_S) or (
@@ -583,12 +620,13 @@ def _ranks(outcomes: dict[str, Outcome]) -> dict[str, int]:
 
 
 def compare(
-    scenario: str, ours: EngineResult, upstream: EngineResult, listed: dict[tuple[str, str, str], str]
+    scenario: Scenario, ours: EngineResult, upstream: EngineResult, listed: dict[tuple[str, str, str], str]
 ) -> list[Difference]:
     diffs: list[Difference] = []
-    inversions = order_inversions(ours.outcomes, upstream.outcomes)
+    inversions = order_inversions(ours.outcomes, upstream.outcomes, scenario.origin_of)
     ours_rank, upstream_rank = _ranks(ours.outcomes), _ranks(upstream.outcomes)
     for key, mine in ours.outcomes.items():
+        name_of_scenario = scenario.origin_of(key)
         theirs = upstream.outcomes.get(key)
         if theirs is None:
             continue
@@ -601,8 +639,8 @@ def compare(
                 a, b = mine.field(name), theirs.field(name)
                 if a == b:
                     continue
-            why = listed.get((scenario, key, name)) or listed.get((scenario, "*", name))
-            diffs.append(Difference(scenario, key, name, a, b, why))
+            why = listed.get((name_of_scenario, key, name)) or listed.get((name_of_scenario, "*", name))
+            diffs.append(Difference(name_of_scenario, key, name, a, b, why))
     return diffs
 
 
@@ -670,6 +708,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="exit 0 when every difference is listed in docs/differential.md",
     )
+    p.add_argument(
+        "--together",
+        action="store_true",
+        help="run the scenarios as one, on one fresh cluster per engine (faster; their names must not clash)",
+    )
     p.add_argument("--json", metavar="PATH", help="write outcomes and differences as JSON")
     p.add_argument("--work-dir", help="engine logs (default /tmp/kueue-federation-diff/<time>)")
     return p.parse_args(argv)
@@ -693,6 +736,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     try:
         scenarios = [load_scenario(p) for p in scenario_paths(args.scenarios or [str(SCENARIO_DIR)])]
+        if args.together and len(scenarios) > 1:
+            scenarios = [merge_scenarios(scenarios)]
         if "upstream" in engines:
             bench_engine.ensure_minimalkueue()
         for scenario in scenarios:
@@ -716,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
             total += len(scenario.workloads)
             diffs: list[Difference] = []
             if len(engines) == 2:
-                diffs = compare(scenario.name, results["ours"], results["upstream"], listed)
+                diffs = compare(scenario, results["ours"], results["upstream"], listed)
                 all_diffs.extend(diffs)
             report["scenarios"][scenario.name] = {
                 "results": {k: v.to_dict() for k, v in results.items()},

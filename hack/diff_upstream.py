@@ -334,6 +334,8 @@ class EngineResult:
     wall_s: float | None = None
     engine_cpu_s: float | None = None
     workload_updates: int = 0  # Workload watch events after creation: status write volume
+    # Per Workload, every change of its conditions' status/reason/message, for finding why two differ.
+    history: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
 
     def to_dict(self) -> Obj:
         return {**asdict(self), "outcomes": {k: asdict(v) for k, v in self.outcomes.items()}}
@@ -370,6 +372,7 @@ class ScenarioRun:
         self.signatures: dict[str, tuple[Any, ...]] = {}
         self.last_change = self.now()
         self.updates = 0
+        self.history: dict[str, list[tuple[float, str]]] = {}
 
     def _convert(self, obj: Obj) -> Obj:
         obj = strip_scenario_annotations(obj) if obj["kind"] == "Workload" else obj
@@ -422,6 +425,14 @@ class ScenarioRun:
         if self.signatures.get(key) != sig:
             self.signatures[key] = sig
             self.last_change = now
+        conds = "; ".join(
+            f"{c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+            for c in (obj.get("status") or {}).get("conditions") or []
+            if c.get("type") in ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Finished")
+        )
+        trail = self.history.setdefault(key, [])
+        if not trail or trail[-1][1] != conds:
+            trail.append((round(now - (self.t0 or now), 3), conds))
         if bench_engine.condition_true(obj, "Admitted"):
             self.admitted_since.setdefault(key, now)
             if self.t0 is not None:
@@ -518,6 +529,7 @@ class ScenarioRun:
             self.engine.sample()
             result.engine_cpu_s = self.engine.cpu_s
             result.workload_updates = self.updates
+            result.history = self.history
             for w in self.scenario.workloads:
                 result.outcomes[w.key] = outcome_of(self.informer.get(w.key), self.first_admitted.get(w.key))
         except (bench_engine.BenchError, OSError) as e:

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
-	bench-engine-upstream bench-federation
+	bench-engine-upstream bench-federation diff-upstream
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -20,6 +20,8 @@ help:
 	@echo "make lint    ruff"
 	@echo "make bench-engine           end-to-end admission benchmark of the worker_agent (BENCH_ARGS=--scale 0.1)"
 	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
+	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
+	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
 
 venv: $(VENV)/.installed
@@ -69,6 +71,12 @@ bench-engine: venv
 
 bench-engine-upstream: venv
 	$(PY) hack/bench_engine.py --compare-upstream $(BENCH_ARGS)
+
+# One scenario (or every one under a directory) against ours and upstream Kueue; see docs/differential.md.
+SCENARIO ?= tests/scenarios
+DIFF_ARGS ?=
+diff-upstream: venv
+	$(PY) hack/diff_upstream.py $(DIFF_ARGS) $(SCENARIO)
 
 # Jobs submitted on the manager until MultiKueue has them Admitted, through its own fleet; see docs/benchmarks.md.
 bench-federation: venv

@@ -1386,48 +1386,10 @@ class BenchRun:
         return None
 
     async def _finish(self, wl: Obj) -> None:
-        meta = wl["metadata"]
-        body = {
-            "apiVersion": self.shape.api_version,
-            "kind": "Workload",
-            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-            "status": {
-                "conditions": [
-                    {
-                        "type": "Finished",
-                        "status": "True",
-                        "reason": FINISHED_REASON,
-                        "message": FINISHED_MESSAGE,
-                        "lastTransitionTime": rfc3339_now(),
-                        "observedGeneration": meta.get("generation", 1),
-                    }
-                ]
-            },
-        }
-        await self.run_client.apply_status(self.shape.workloads, body, RUNNER_FIELD_MANAGER, force=True)
+        await mark_finished(self.run_client, self.shape, wl)
 
     async def _clear_reservation(self, wl: Obj) -> None:
-        """What a job integration does once an evicted job stopped: drop the reservation."""
-        meta = wl["metadata"]
-        now = rfc3339_now()
-        conditions = [dict(c) for c in (wl.get("status") or {}).get("conditions") or []]
-        set_condition(
-            conditions, "QuotaReserved", "False", EVICTION_CLEARED_REASON, EVICTION_CLEARED_MESSAGE, now, meta
-        )
-        set_condition(
-            conditions, "Admitted", "False", NO_RESERVATION_REASON, NO_RESERVATION_MESSAGE, now, meta
-        )
-        patch = {
-            "metadata": {"resourceVersion": meta["resourceVersion"]},
-            "status": {"admission": None, "conditions": conditions},
-        }
-        await self.run_client.patch_status_merge(
-            self.shape.workloads,
-            meta["name"],
-            patch,
-            namespace=meta["namespace"],
-            field_manager=RUNNER_FIELD_MANAGER,
-        )
+        await clear_reservation(self.run_client, self.shape, wl)
 
     # -- the generator -----------------------------------------------------------------------
 
@@ -1595,6 +1557,51 @@ class BenchRun:
                         r.evictions,
                     ]
                 )
+
+
+async def mark_finished(client: Any, shape: ApiShape, wl: Obj) -> None:
+    """What a job integration does when its job completes: Finished=True (upstream runner's texts)."""
+    meta = wl["metadata"]
+    body = {
+        "apiVersion": shape.api_version,
+        "kind": "Workload",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Finished",
+                    "status": "True",
+                    "reason": FINISHED_REASON,
+                    "message": FINISHED_MESSAGE,
+                    "lastTransitionTime": rfc3339_now(),
+                    "observedGeneration": meta.get("generation", 1),
+                }
+            ]
+        },
+    }
+    await client.apply_status(shape.workloads, body, RUNNER_FIELD_MANAGER, force=True)
+
+
+async def clear_reservation(client: Any, shape: ApiShape, wl: Obj) -> None:
+    """What a job integration does once an evicted job stopped: drop the reservation."""
+    meta = wl["metadata"]
+    now = rfc3339_now()
+    conditions = [dict(c) for c in (wl.get("status") or {}).get("conditions") or []]
+    set_condition(
+        conditions, "QuotaReserved", "False", EVICTION_CLEARED_REASON, EVICTION_CLEARED_MESSAGE, now, meta
+    )
+    set_condition(conditions, "Admitted", "False", NO_RESERVATION_REASON, NO_RESERVATION_MESSAGE, now, meta)
+    patch = {
+        "metadata": {"resourceVersion": meta["resourceVersion"]},
+        "status": {"admission": None, "conditions": conditions},
+    }
+    await client.patch_status_merge(
+        shape.workloads,
+        meta["name"],
+        patch,
+        namespace=meta["namespace"],
+        field_manager=RUNNER_FIELD_MANAGER,
+    )
 
 
 def rfc3339_now() -> str:

@@ -1,0 +1,58 @@
+"""The short differential scenarios (tests/scenarios/*.yaml) against our worker_agent and upstream
+Kueue v0.19.2's minimalkueue (built from its Go module if not cached): no difference but the ones
+listed in docs/differential.md. The scenarios run together, one fresh cluster per engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.realcluster
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted((REPO / "tests" / "scenarios").glob("*.yaml"))
+
+
+def test_short_scenarios_decide_as_upstream(tmp_path: Path):
+    assert SCENARIOS, "no scenario under tests/scenarios"
+    build = subprocess.run(
+        [sys.executable, str(REPO / "hack" / "bench_engine.py"), "--build-upstream-only"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert build.returncode == 0, f"building minimalkueue failed:\n{build.stdout}\n{build.stderr}"
+    report_path = tmp_path / "report.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "hack" / "diff_upstream.py"),
+            "--together",
+            "--allow-listed",
+            "--json",
+            str(report_path),
+            "--work-dir",
+            str(tmp_path / "logs"),
+            *map(str, SCENARIOS),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert report_path.is_file(), f"no report:\n{run.stdout}\n{run.stderr[-4000:]}"
+    report = json.loads(report_path.read_text())
+    (together,) = report["scenarios"].values()
+    for engine, result in together["results"].items():
+        assert result["error"] is None, f"{engine}: {result['error']}"
+        assert not result["timed_out"], f"{engine} never went quiet:\n{run.stdout}"
+    unlisted = [d for d in together["differences"] if not d["listed"]]
+    assert not unlisted, "differences not listed in docs/differential.md:\n" + run.stdout
+    assert report["workloads"] == sum(len(r["outcomes"]) for r in together["results"].values()) // 2
+    assert run.stdout.strip().splitlines()[-1].startswith(f"{report['workloads']} workloads, ")
+    assert run.returncode == 0, run.stdout + run.stderr[-4000:]

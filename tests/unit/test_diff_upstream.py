@@ -1,0 +1,221 @@
+"""hack/diff_upstream.py's pure parts: scenario loading, the v1beta2 form for upstream, outcomes,
+the comparison and the known-differences table."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("diff_upstream", REPO / "hack" / "diff_upstream.py")
+diff = importlib.util.module_from_spec(spec)
+sys.modules["diff_upstream"] = diff
+spec.loader.exec_module(diff)
+
+SCENARIO = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: ns}
+spec: {clusterQueue: cq}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ns}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec: {namespaceSelector: {}, cohort: pool}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata:
+  name: first
+  namespace: ns
+  annotations: {scenario.kueue-federation.io/runs-for: "2.5"}
+spec: {queueName: lq, podSets: []}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata:
+  name: second
+  namespace: ns
+  annotations: {scenario.kueue-federation.io/after: "1", other: kept}
+spec: {queueName: lq, podSets: []}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_scenario_setup_by_kind_and_workloads_in_file_order(tmp_path):
+    sc = diff.load_scenario(write(tmp_path, SCENARIO))
+    assert [o["kind"] for o in sc.setup] == ["Namespace", "ClusterQueue", "LocalQueue"]
+    assert [(w.key, w.after_s, w.runs_for_s) for w in sc.workloads] == [
+        ("ns/first", 0.0, 2.5),
+        ("ns/second", 1.0, None),
+    ]
+    created = diff.strip_scenario_annotations(sc.workloads[1].obj)
+    assert created["metadata"]["annotations"] == {"other": "kept"}
+    assert "annotations" not in diff.strip_scenario_annotations(sc.workloads[0].obj)["metadata"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "is not one of"),
+        ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: x}\n", "must be"),
+        ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: x}\n", "namespace"),
+        (
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: x, namespace: n, "
+            "annotations: {scenario.kueue-federation.io/after: soon}}\n",
+            "not a number",
+        ),
+        ("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n", "no Workload"),
+    ],
+)
+def test_scenario_mistakes_are_refused_with_the_document(tmp_path, text, message):
+    with pytest.raises(diff.ScenarioError, match=message):
+        diff.load_scenario(write(tmp_path, text))
+
+
+def test_upstream_form_renames_what_v1beta2_renamed():
+    cq = diff.to_upstream(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {
+                "cohort": "pool",
+                "admissionChecks": ["ac"],
+                "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"},
+            },
+        }
+    )
+    assert cq["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert cq["spec"] == {
+        "cohortName": "pool",
+        "admissionChecksStrategy": {"admissionChecks": [{"name": "ac"}]},
+        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"},
+    }
+    wl = diff.to_upstream(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "n"},
+            "spec": {
+                "priority": 5,
+                "priorityClassName": "high",
+                "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass",
+            },
+        }
+    )
+    assert wl["spec"] == {
+        "priority": 5,
+        "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"},
+    }
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}
+    assert diff.to_upstream(namespace) is namespace
+
+
+def condition(ctype: str, status: str = "True") -> dict:
+    return {"type": ctype, "status": status}
+
+
+def test_outcome_reads_state_queue_flavors_and_evictions():
+    wl = {
+        "spec": {},
+        "status": {
+            "conditions": [condition("QuotaReserved"), condition("Admitted")],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "main", "flavors": {"memory": "big", "cpu": "spot"}},
+                    {"name": "aux", "flavors": {"cpu": "on-demand"}},
+                ],
+            },
+            "schedulingStats": {
+                "evictions": [
+                    {"reason": "Preempted", "underlyingCause": "InClusterQueue", "count": 2},
+                    {"reason": "Deactivated", "underlyingCause": "", "count": 1},
+                ]
+            },
+        },
+    }
+    o = diff.outcome_of(wl, 1.5)
+    assert (o.state, o.cluster_queue, o.flavors, o.evictions) == (
+        "Admitted",
+        "cq",
+        "main: cpu=spot, memory=big; aux: cpu=on-demand",
+        "Deactivated x1, Preempted/InClusterQueue x2",
+    )
+    assert diff.outcome_of({"spec": {"active": False}}, None).state == "Inactive"
+    assert diff.outcome_of(None, None).state == "Missing"
+
+
+def outcome(at: float | None, state: str = "Admitted") -> object:
+    return diff.Outcome(state, "cq", "-", "0", at)
+
+
+def test_order_differs_only_for_clear_inversions():
+    ours = {"a": outcome(0.0), "b": outcome(2.0), "c": outcome(2.5)}
+    upstream = {"a": outcome(3.5), "b": outcome(1.0), "c": outcome(3.0)}
+    # a before b by 2 s on ours, after by 2.5 s upstream; a and c are within 1 s upstream.
+    assert diff.order_inversions(ours, upstream) == {"a", "b"}
+    assert diff.order_inversions(ours, upstream, group=lambda k: k) == set()
+
+
+def test_compare_lists_fields_and_marks_the_documented_ones(tmp_path):
+    sc = diff.load_scenario(write(tmp_path, SCENARIO, "x.yaml"))
+    ours = diff.EngineResult("ours", {"ns/first": outcome(0.0), "ns/second": outcome(None, "Pending")})
+    upstream = diff.EngineResult("upstream", {"ns/first": outcome(0.0), "ns/second": outcome(1.0)})
+    listed = {(sc.name, "ns/second", "state"): "on purpose"}
+    diffs = diff.compare(sc, ours, upstream, listed)
+    assert [(d.workload, d.field, d.ours, d.upstream, d.listed) for d in diffs] == [
+        ("ns/second", "state", "Pending", "Admitted", "on purpose")
+    ]
+    assert diff.format_differences(diffs).splitlines()[0].split() == [
+        "SCENARIO",
+        "WORKLOAD",
+        "FIELD",
+        "OURS",
+        "UPSTREAM",
+        "LISTED",
+    ]
+
+
+def test_known_differences_come_from_the_docs_table(tmp_path):
+    doc = write(
+        tmp_path,
+        "# x\n## Known differences\n\n| scenario | workload | field | why |\n|---|---|---|---|\n"
+        "| `long/baseline-mini.yaml` | * | evictions | timing |\n| a.yaml | ns/w | order | because |\n"
+        "## Other\n| b.yaml | ns/w | state | not this section |\n",
+        "differential.md",
+    )
+    assert diff.known_differences(doc) == {
+        ("long/baseline-mini.yaml", "*", "evictions"): "timing",
+        ("a.yaml", "ns/w", "order"): "because",
+    }
+
+
+def test_the_repository_scenarios_load_and_run_together():
+    paths = diff.scenario_paths([str(REPO / "tests" / "scenarios")])
+    scenarios = [diff.load_scenario(p) for p in paths]
+    assert {s.name for s in scenarios} >= {"fifo.yaml", "long/baseline-mini.yaml"}
+    short = [s for s in scenarios if "/" not in s.name]
+    merged = diff.merge_scenarios(short)
+    assert len(merged.workloads) == sum(len(s.workloads) for s in short)
+    assert merged.origin_of(short[0].workloads[0].key) == short[0].name
+
+
+def test_scenarios_that_clash_cannot_run_together(tmp_path):
+    a = diff.load_scenario(write(tmp_path, SCENARIO, "a.yaml"))
+    b = diff.load_scenario(write(tmp_path, SCENARIO.replace("cohort: pool", "cohort: other"), "b.yaml"))
+    with pytest.raises(diff.ScenarioError, match="differs"):
+        diff.merge_scenarios([a, b])

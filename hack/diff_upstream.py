@@ -69,7 +69,7 @@ PLURALS = {
     "LocalQueue": "localqueues",
     "Workload": "workloads",
 }
-FIELDS = ("state", "clusterQueue", "flavors", "evictions", "order")
+FIELDS = ("state", "clusterQueue", "flavors", "evictions", "pending", "order")
 # Two first admissions closer than this are not ordered: the engines' latencies differ.
 ORDER_TOLERANCE_S = 1.0
 
@@ -271,6 +271,7 @@ class Outcome:
     flavors: str  # "main: cpu=on-demand, memory=on-demand; ..." in pod set order
     evictions: str  # "Preempted/InClusterQueue x1, ..." sorted, or "0"
     first_admitted_s: float | None  # since the first Workload was created, as the runner saw it
+    pending: str = "-"  # a Workload pending at the end: its QuotaReserved "reason: message"
 
     def field(self, name: str) -> str:
         return {
@@ -278,6 +279,7 @@ class Outcome:
             "clusterQueue": self.cluster_queue,
             "flavors": self.flavors,
             "evictions": self.evictions,
+            "pending": self.pending,
         }[name]
 
 
@@ -308,7 +310,16 @@ def outcome_of(obj: Obj | None, first_admitted_s: float | None) -> Outcome:
         "; ".join(podsets) or "-",
         ", ".join(sorted(evictions)) or "0",
         first_admitted_s,
+        pending_reason(obj) if state == "Pending" else "-",
     )
+
+
+def pending_reason(obj: Obj) -> str:
+    """`<reason>: <message>` of QuotaReserved=False: what dashboards and `kubectl describe` show."""
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "QuotaReserved" and cond.get("status") == "False":
+            return f"{cond.get('reason', '')}: {cond.get('message', '')}"
+    return "-"
 
 
 def signature(obj: Obj) -> tuple[Any, ...]:
@@ -322,6 +333,7 @@ def signature(obj: Obj) -> tuple[Any, ...]:
         json.dumps(status.get("admission"), sort_keys=True),
         json.dumps(status.get("schedulingStats"), sort_keys=True),
         (obj.get("spec") or {}).get("active"),
+        pending_reason(obj),
     )
 
 

@@ -219,3 +219,22 @@ def test_scenarios_that_clash_cannot_run_together(tmp_path):
     b = diff.load_scenario(write(tmp_path, SCENARIO.replace("cohort: pool", "cohort: other"), "b.yaml"))
     with pytest.raises(diff.ScenarioError, match="differs"):
         diff.merge_scenarios([a, b])
+
+
+def test_a_pending_workload_s_reason_and_message_are_compared():
+    def pending(reason, message):
+        return {
+            "metadata": {"name": "w", "namespace": "ns"},
+            "status": {
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "False", "reason": reason, "message": message}
+                ]
+            },
+        }
+
+    ours = diff.outcome_of(pending("WaitingForQuota", "couldn't assign flavors"), None)
+    theirs = diff.outcome_of(pending("Pending", "couldn't assign flavors"), None)
+    assert ours.state == theirs.state == "Pending"
+    assert ours.field("pending") == "WaitingForQuota: couldn't assign flavors"
+    assert ours.field("pending") != theirs.field("pending")
+    assert diff.outcome_of(None, None).field("pending") == "-"

@@ -590,7 +590,7 @@ def test_g_an_lws_larger_than_any_worker_stays_pending_and_nothing_flaps(mk, sub
 
 def test_e_a_lost_worker_s_lws_moves_whole_to_the_other_worker(mk, submit):
     """Stops the chosen worker's kube-apiserver (SIGSTOP); runs last, because that worker's
-    worker_agent loses its Lease meanwhile and exits (nothing restarts it in the local fleet)."""
+    worker_agent loses its Lease meanwhile and exits (its supervisor restarts it after a back-off)."""
     name = unique("lost")
     submit(lws_manifest(name, replicas=2, size=2))
     lost = wait_until("two groups Ready on one worker", placed_on(mk, name, 2))

@@ -531,14 +531,10 @@ class WorkloadReconciler:
             if cluster in nominated and remote is None:
                 try:
                     body = remote_copy(wl, self.origin, group_members=member_names)
-                    await client.kube.create(api.WORKLOAD, body)
-                except AlreadyExists:
-                    continue
+                    if await self._create_copy(client, wl, body):
+                        created.append(cluster)
                 except Exception as exc:
                     errors.append(f"cluster {cluster}: {exc}")
-                    continue
-                created.append(cluster)
-                self.metrics.dispatched((status.get("admission") or {}).get("clusterQueue", ""), cluster)
             elif cluster not in nominated and remote is not None:
                 await self.remove_remote_objects(client, adapter, meta["namespace"], owner_name, meta["name"])
         if created:
@@ -588,35 +584,27 @@ class WorkloadReconciler:
         primary_name = primary["metadata"]["name"]
         for member in members:
             meta = member["metadata"]
-            if client.remote_workload(meta["namespace"], meta["name"]) is not None:
-                continue
-            try:
-                await client.kube.create(
-                    api.WORKLOAD, remote_copy(member, self.origin, group_primary=primary_name)
+            if client.remote_workload(meta["namespace"], meta["name"]) is None:
+                await self._create_copy(
+                    client, member, remote_copy(member, self.origin, group_primary=primary_name)
                 )
-            except AlreadyExists:
-                continue
-            self.metrics.dispatched(
-                ((member.get("status") or {}).get("admission") or {}).get("clusterQueue", ""), client.name
-            )
+
+    async def _create_copy(self, client: RemoteClient, wl: Obj, body: Obj) -> bool:
+        """Create a Workload copy on a worker; False when it exists already."""
+        try:
+            await client.kube.create(api.WORKLOAD, body)
+        except AlreadyExists:
+            return False
+        cluster_queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+        self.metrics.dispatched(cluster_queue, client.name)
+        return True
 
     async def _sync_to_single_cluster(
         self, wl: Obj, adapter: Adapter, owner_name: str, group: Group, cluster: str
     ) -> None:
-        meta = wl["metadata"]
         if group.remotes.get(cluster) is None:
-            try:
-                await group.available[cluster].kube.create(api.WORKLOAD, remote_copy(wl, self.origin))
-                self.metrics.dispatched(
-                    (wl["status"].get("admission") or {}).get("clusterQueue", ""), cluster
-                )
-            except AlreadyExists:
-                pass
-        for other, remote in group.remotes.items():
-            if other != cluster and remote is not None:
-                await self.remove_remote_objects(
-                    group.available[other], adapter, meta["namespace"], owner_name, meta["name"]
-                )
+            await self._create_copy(group.available[cluster], wl, remote_copy(wl, self.origin))
+        await self._remove_other_copies(wl, adapter, owner_name, group, cluster)
 
     def enqueue_siblings(self, wl: Obj) -> None:
         for member in self.groups.members(wl):

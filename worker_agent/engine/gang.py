@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from kube_runtime import api
 
 from .ordering import QueueManager
-from .snapshot import Admission, PodSetAssignment, Snapshot, WorkloadInfo
+from .snapshot import Admission, PodSetAssignment, Snapshot, WorkloadInfo, podset_shape
 
 
 @dataclass
@@ -78,26 +78,13 @@ def _gather(primary: WorkloadInfo, snapshot: Snapshot, queues: QueueManager) -> 
     return Gang(primary, pending, combined) if combined is not None else None
 
 
-def _shape(wl: WorkloadInfo) -> list[tuple]:
-    return [
-        (
-            ps.name,
-            tuple(sorted(ps.per_pod.items())),
-            tuple(sorted(ps.node_selector.items())),
-            repr(ps.tolerations),
-            repr(ps.affinity_terms),
-        )
-        for ps in wl.podsets
-    ]
-
-
 def combine(primary: WorkloadInfo, members: Iterable[WorkloadInfo]) -> WorkloadInfo | None:
     """The primary with the members' pod counts added; None when a member's PodSets differ in
     name, per-pod requests or placement constraints (then no common flavor choice exists)."""
-    shape = _shape(primary)
+    shape = [podset_shape(ps) for ps in primary.podsets]
     counts = [ps.count for ps in primary.podsets]
     for member in members:
-        if _shape(member) != shape:
+        if [podset_shape(ps) for ps in member.podsets] != shape:
             return None
         for i, ps in enumerate(member.podsets):
             counts[i] += ps.count

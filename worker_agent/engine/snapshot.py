@@ -515,6 +515,17 @@ class LastAssignment:
         return any(idx != -1 for per_ps in self.tried_flavor_idx for idx in per_ps.values())
 
 
+def podset_shape(ps: PodSetRequests) -> tuple:
+    """What a PodSet asks for apart from its count: name, per-pod requests, placement constraints."""
+    return (
+        ps.name,
+        tuple(sorted(ps.per_pod.items())),
+        tuple(sorted(ps.node_selector.items())),
+        repr(ps.tolerations),
+        repr(ps.affinity_terms),
+    )
+
+
 @dataclass(eq=False)
 class WorkloadInfo:
     """What the engine knows about one Workload."""
@@ -552,18 +563,7 @@ class WorkloadInfo:
         if self._hash is None:
             self._hash = (
                 self.priority,
-                tuple(
-                    (
-                        ps.name,
-                        ps.count,
-                        ps.min_count,
-                        tuple(sorted(ps.per_pod.items())),
-                        tuple(sorted(ps.node_selector.items())),
-                        repr(ps.tolerations),
-                        repr(ps.affinity_terms),
-                    )
-                    for ps in self.podsets
-                ),
+                tuple((ps.count, ps.min_count, podset_shape(ps)) for ps in self.podsets),
             )
         return self._hash
 

@@ -62,6 +62,7 @@ if __name__ == "__main__":
 
 import argparse  # noqa: E402
 import base64  # noqa: E402
+import copy  # noqa: E402
 import datetime as dt  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
@@ -97,6 +98,7 @@ MULTIKUEUE_USER = "kueue-federation:multikueue-manager"
 MULTIKUEUE_ROLE_FILE = REPO / "deploy" / "rbac" / "multikueue-worker-clusterrole.yaml"
 OUR_CRDS = REPO / "deploy" / "crds"
 OUR_WEBHOOKS = REPO / "deploy" / "webhooks"
+CONVERT_PATH = "/convert"  # the worker_agent's CRD conversion webhook
 AGENT_NAMESPACE = "kueue-system"
 AGENT_SECRET = "kueue-webhook-server-cert"  # the agent's default internalCertManagement.webhookSecretName
 AGENT_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
@@ -105,7 +107,8 @@ WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration
 # Our own processes (`up --agents`, `up --manager`): stopped first, while their apiservers still answer.
 AGENT_COMPONENT = "worker-agent"
 MANAGER_COMPONENT = "manager"
-OUR_COMPONENTS = (AGENT_COMPONENT, MANAGER_COMPONENT)
+WEBHOOKS_COMPONENT = "conversion-webhook"  # worker_agent --webhooks-only, on fleets without agents
+OUR_COMPONENTS = (AGENT_COMPONENT, MANAGER_COMPONENT, WEBHOOKS_COMPONENT)
 # `down` stops the fleet tier by tier: our processes, then the controllers, the apiservers, etcd.
 STOP_TIERS = (OUR_COMPONENTS, None, ("kube-apiserver",), ("etcd",))
 SUPERVISOR = REPO / "hack" / "supervisor.py"
@@ -1005,8 +1008,7 @@ class FleetUp:
         self.start_apiservers()
         self.start_controllers()
         self.install_crds()
-        if self.opts.agents:
-            self.start_agents()
+        self.start_agents(webhooks_only=not self.opts.agents)
         if self.opts.manager:
             self.start_manager()
         self.create_nodes()
@@ -1225,14 +1227,13 @@ class FleetUp:
                 if d and d.get("kind") == "CustomResourceDefinition"
             ]
         names = [d["metadata"]["name"] for d in docs]
-        text = yaml.safe_dump_all(docs)
         threads = []
         errors: list[Exception] = []
 
         def install(c: ClusterPlan) -> None:
             try:
                 kubectl = self.kubectl(c)
-                kubectl.apply(text)
+                kubectl.apply(yaml.safe_dump_all(self.local_conversion(c, docs)))
                 kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
                 kubectl("create", "namespace", "kueue-system", check=False)
             except Exception as e:
@@ -1246,6 +1247,19 @@ class FleetUp:
             t.join()
         if errors:
             raise errors[0]
+
+    def local_conversion(self, c: ClusterPlan, crds: list[dict]) -> list[dict]:
+        """`crds` with their conversion webhook (deploy/crds: the agent's Service) turned into a URL
+        on this cluster's local agent; the agent injects its CA bundle once it runs."""
+        port = c.ports.setdefault("agent-webhook", free_port())
+        out = []
+        for crd in crds:
+            crd = copy.deepcopy(crd)
+            webhook = (crd["spec"].get("conversion") or {}).get("webhook")
+            if webhook is not None:
+                webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{CONVERT_PATH}"}
+            out.append(crd)
+        return out
 
     def create_nodes(self) -> None:
         workers = [c for c in self.clusters if c.is_worker]
@@ -1357,17 +1371,23 @@ class FleetUp:
         settings = {k: v for k, v in settings.items() if v is not None}
         return {"clientConnection": settings} if settings else {}
 
-    def start_agents(self) -> None:
+    def start_agents(self, webhooks_only: bool = False) -> None:
         """One `python -m worker_agent` per cluster; once each is ready, our webhook configurations
         (URL clientConfig, CA bundle from the agent's Secret; the agent keeps it up to date) and a
-        ResourceFlavor `default-flavor`."""
-        self.step("starting the worker_agent on every cluster")
+        ResourceFlavor `default-flavor`. With `webhooks_only` (a fleet without agents, as the test
+        fleet): `worker_agent --webhooks-only`, which runs no controllers and serves the CRDs'
+        conversion webhook, so v1beta1 clients work; no admission webhooks are registered."""
+        component = WEBHOOKS_COMPONENT if webhooks_only else AGENT_COMPONENT
+        what = (
+            "the conversion webhook (worker_agent --webhooks-only)" if webhooks_only else "the worker_agent"
+        )
+        self.step(f"starting {what} on every cluster")
         python = self.agent_python()
         for c in self.clusters:
             for name in ("agent-metrics", "agent-health", "agent-webhook"):
-                c.ports[name] = free_port()
+                c.ports.setdefault(name, free_port())  # the webhook's is chosen with the CRDs
             cfg = write_file(c.dir / "worker-agent-config.yaml", yaml.safe_dump(self.agent_config(c)), 0o644)
-            self.state.cluster(c.name)["agent"] = {
+            self.state.cluster(c.name)["agent" if not webhooks_only else "webhooks"] = {
                 "config": str(cfg),
                 "health": f"http://127.0.0.1:{c.ports['agent-health']}",
                 "metrics": f"http://127.0.0.1:{c.ports['agent-metrics']}/metrics",
@@ -1375,7 +1395,7 @@ class FleetUp:
             }
             self.state.start(
                 c.name,
-                AGENT_COMPONENT,
+                component,
                 [
                     python,
                     "-m",
@@ -1383,13 +1403,14 @@ class FleetUp:
                     f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
                     f"--config={cfg}",
                     "--log-format=console",
+                    *(["--webhooks-only"] if webhooks_only else []),
                 ],
                 env=project_env(),
             )
         for c in self.clusters:
-            procs = self.procs(c.name, AGENT_COMPONENT)
+            procs = self.procs(c.name, component)
             wait_for(
-                f"{c.name} worker_agent /readyz",
+                f"{c.name} {component} /readyz",
                 lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['agent-health']}/readyz"),
                 90,
                 interval=0.5,
@@ -1397,7 +1418,7 @@ class FleetUp:
             )
             try:
                 wait_for(
-                    f"{c.name} worker_agent webhook TLS port",
+                    f"{c.name} {component} webhook TLS port",
                     lambda c=c: tls_port_open(c.ports["agent-webhook"]),
                     30,
                     procs=procs,
@@ -1410,6 +1431,9 @@ class FleetUp:
                 ) from e
             kubectl = self.kubectl(c)
             ca_bundle = self.agent_ca_bundle(kubectl)
+            self.wait_conversion_ca(c, kubectl, ca_bundle, component)
+            if webhooks_only:
+                continue
             kubectl.apply(self.agent_webhook_configs(c, ca_bundle))
             kubectl.apply(
                 [
@@ -1422,6 +1446,24 @@ class FleetUp:
                 ]
             )
         self.state.save()
+
+    def wait_conversion_ca(self, c: ClusterPlan, kubectl: Kubectl, ca_bundle: str, component: str) -> None:
+        """Until the agent has put its CA into our CRDs' conversion webhook, v1beta1 requests fail."""
+
+        def injected() -> bool:
+            crds = kubectl.get_json("crd", "-l", "app.kubernetes.io/part-of=kueue-federation")
+            configs = [
+                ((i["spec"].get("conversion") or {}).get("webhook") or {}).get("clientConfig") or {}
+                for i in crds.get("items", [])
+            ]
+            return bool(configs) and all(cfg.get("caBundle") == ca_bundle for cfg in configs)
+
+        wait_for(
+            f"{c.name}: the CRDs' conversion webhook CA",
+            injected,
+            60,
+            procs=self.procs(c.name, component),
+        )
 
     def agent_ca_bundle(self, kubectl: Kubectl) -> str:
         """The CA the agent keeps in its Secret (base64, as caBundle wants it)."""

@@ -124,6 +124,13 @@ KUEUE_RESOURCES = (
     MULTIKUEUE_CLUSTER,
 )
 
+# Names of our CustomResourceDefinitions (`<plural>.<group>`); they convert through the agent's
+# /convert webhook.
+CUSTOM_RESOURCE_DEFINITION = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+KUEUE_CRD_NAMES = tuple(f"{r.plural}.{r.group}" for r in KUEUE_RESOURCES)
+
 # =============================================================================================
 # Go formatting helpers (messages embed Go's %q and %v renderings)
 
@@ -1170,6 +1177,8 @@ DEFAULT_WEBHOOK_SERVICE_NAME = "kueue-webhook-service"
 DEFAULT_WEBHOOK_SECRET_NAME = "kueue-webhook-server-cert"
 DEFAULT_WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
 
+# controller-runtime's CRD conversion webhook path (the CRDs' spec.conversion points here).
+WEBHOOK_PATH_CONVERT = "/convert"
 # Paths (controller-runtime's /mutate-<group with dots as dashes>-<version>-<lowercase kind>).
 WEBHOOK_PATH_MUTATE_JOB = "/mutate-batch-v1-job"
 WEBHOOK_PATH_VALIDATE_JOB = "/validate-batch-v1-job"

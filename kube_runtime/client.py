@@ -3,6 +3,11 @@
 Credentials come from kubernetes_asyncio's config loaders (kubeconfig file or dict, in-cluster);
 requests go through our own aiohttp session: generated models are too slow for 15k objects.
 Every call takes a Resource (group, version, plural, kind, namespaced) and builds its URL here.
+
+Kueue's objects are handled in v1beta1 form by our code whatever the apiserver stores: with
+`use_served_version`, the client speaks the version the server prefers on the wire (v1beta2 where
+served) and converts bodies both ways in-process (kube_runtime/conversion.py), so neither our
+processes nor the apiserver need a conversion webhook round trip for our own traffic.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import json
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +27,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from kube_runtime import ratelimit
+from kube_runtime import conversion, ratelimit
 from kube_runtime.api import Resource, parse_api_path
 from kube_runtime.clock import Clock
 from kube_runtime.ratelimit import ResourceRateLimits
@@ -233,6 +239,12 @@ class KubeClient:
         # Requests sent, by (method, resource[/subresource], status code or "<error>"): what the
         # client QPS budget went to. Exported by the worker_agent as rest_client_requests_total.
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        # API group -> version spoken on the wire when it differs from the callers' (see
+        # use_served_version); bodies are converted by kube_runtime/conversion.py.
+        self.wire_versions: dict[str, str] = {}
+        # Ask the server once, before the first request to a converted group, which version to speak.
+        self.negotiate_versions = True
+        self._negotiation = asyncio.Lock()
 
     # -- construction ------------------------------------------------------------------------
 
@@ -336,8 +348,75 @@ class KubeClient:
         if self._limiter is None:
             yield
             return
-        async with self._limiter.turn(resource.api_path(namespace), lane):
+        wire = await self._wired(resource)
+        async with self._limiter.turn(wire.api_path(namespace), lane):
             yield
+
+    # -- versions ----------------------------------------------------------------------------
+
+    async def served_versions(self, group: str) -> list[str]:
+        """The versions of `group` the server serves, preferred first; [] when it serves none."""
+        try:
+            doc = await self._get(f"/apis/{group}")
+        except NotFound:
+            return []
+        preferred = (doc.get("preferredVersion") or {}).get("version")
+        versions = [v.get("version") for v in doc.get("versions") or () if v.get("version")]
+        return sorted(versions, key=lambda v: v != preferred)
+
+    async def use_served_version(self, group: str, known: tuple[str, ...]) -> str | None:
+        """Speak the server's preferred version of `group` among `known` (ours first if it
+        prefers none of them); None, and no change, when it serves none of `known`."""
+        served = await self.served_versions(group)
+        chosen = next((v for v in served if v in known), None)
+        if chosen is not None:
+            self.wire_versions[group] = chosen
+        return chosen
+
+    async def _negotiate(self, resource: ResourceLike) -> None:
+        """Before the first request to Kueue's group: speak the version the server prefers. A server
+        that cannot say (unreachable, CRDs not installed yet) is asked again next time."""
+        group = resource.group
+        if group != conversion.GROUP or group in self.wire_versions or not self.negotiate_versions:
+            return
+        async with self._negotiation:
+            if group in self.wire_versions:
+                return
+            try:
+                version = await self.use_served_version(group, conversion.VERSIONS)
+            except (ConnectionLost, ApiError) as exc:
+                log.info(
+                    "cannot ask which Kueue API versions the server serves yet",
+                    host=self.host,
+                    error=str(exc),
+                )
+                return
+            if version is not None:
+                log.debug("Kueue API version on the wire", host=self.host, version=version)
+
+    async def _wired(self, resource: ResourceLike) -> ResourceLike:
+        """`resource` as sent on the wire, after negotiating its group's version."""
+        await self._negotiate(resource)
+        return self._wire(resource)[0]
+
+    def _wire(self, resource: ResourceLike) -> tuple[ResourceLike, str | None]:
+        """The resource as sent on the wire, and the callers' version when bodies need converting."""
+        version = self.wire_versions.get(resource.group)
+        if version is None or version == resource.version or resource.kind not in conversion.KINDS:
+            return resource, None
+        return dataclasses.replace(resource, version=version), resource.version
+
+    def _encode(self, resource: ResourceLike, body: Any) -> Any:
+        wire, _ = self._wire(resource)
+        if wire is resource or not isinstance(body, dict):
+            return body
+        return conversion.convert(body, resource.kind, wire.version)
+
+    def _decode(self, resource: ResourceLike, obj: Obj) -> Obj:
+        _, ours = self._wire(resource)
+        if ours is not None and obj.get("kind") in (resource.kind, f"{resource.kind}List"):
+            conversion.convert(obj, resource.kind, ours, in_place=True)
+        return obj
 
     # -- raw requests ------------------------------------------------------------------------
 
@@ -412,7 +491,8 @@ class KubeClient:
     async def get(
         self, resource: ResourceLike, name: str, namespace: str | None = None, subresource: str | None = None
     ) -> Obj:
-        return await self._get(resource.api_path(namespace, name, subresource))
+        wire = await self._wired(resource)
+        return self._decode(resource, await self._get(wire.api_path(namespace, name, subresource)))
 
     async def list(
         self,
@@ -423,7 +503,7 @@ class KubeClient:
         limit: int | None = None,
     ) -> tuple[list[Obj], str]:
         """All items (following `continue` pages of `limit`) and the list's resourceVersion."""
-        path = resource.api_path(namespace)
+        path = (await self._wired(resource)).api_path(namespace)
         base = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit}
         items: list[Obj] = []
         token: str | None = None
@@ -444,10 +524,11 @@ class KubeClient:
             if not token:
                 break
         # Lists of built-in types omit kind/apiVersion on items; watch events carry them.
-        version = resource.api_version
+        version = self._wire(resource)[0].api_version
         for item in items:
             item.setdefault("apiVersion", version)
             item.setdefault("kind", resource.kind)
+            self._decode(resource, item)
         return items, str(meta.get("resourceVersion", ""))
 
     async def create(
@@ -460,9 +541,14 @@ class KubeClient:
         ns = (namespace or (obj.get("metadata") or {}).get("namespace")) if resource.namespaced else None
         if resource.namespaced and not ns:
             raise ValueError(f"{resource.kind}: a namespace is required")
-        return await self.request(
-            "POST", resource.api_path(ns), params={"fieldManager": field_manager}, body=obj
+        wire = await self._wired(resource)
+        created = await self.request(
+            "POST",
+            wire.api_path(ns),
+            params={"fieldManager": field_manager},
+            body=self._encode(resource, obj),
         )
+        return self._decode(resource, created)
 
     async def replace(
         self,
@@ -474,12 +560,14 @@ class KubeClient:
     ) -> Obj:
         """PUT; with metadata.resourceVersion set this is an optimistic-concurrency update (409 if stale)."""
         ns, name = object_namespace_name(resource, obj, namespace)
-        return await self.request(
+        wire = await self._wired(resource)
+        replaced = await self.request(
             "PUT",
-            resource.api_path(ns, name, subresource),
+            wire.api_path(ns, name, subresource),
             params={"fieldManager": field_manager},
-            body=obj,
+            body=self._encode(resource, obj),
         )
+        return self._decode(resource, replaced)
 
     async def replace_status(self, resource: ResourceLike, obj: Obj, field_manager: str | None = None) -> Obj:
         return await self.replace(resource, obj, field_manager=field_manager, subresource="status")
@@ -501,7 +589,10 @@ class KubeClient:
             options["preconditions"] = preconditions
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        return await self.request("DELETE", resource.api_path(namespace, name), body=options)
+        wire = await self._wired(resource)
+        return self._decode(
+            resource, await self.request("DELETE", wire.api_path(namespace, name), body=options)
+        )
 
     async def _patch(
         self,
@@ -513,13 +604,17 @@ class KubeClient:
         subresource: str | None,
         params: dict[str, Any],
     ) -> Obj:
-        return await self.request(
+        """A merge or apply body is a partial object and converts like one; a JSON patch's paths are
+        sent as they are (none of our JSON patches touches a field that differs between versions)."""
+        wire = await self._wired(resource)
+        patched = await self.request(
             "PATCH",
-            resource.api_path(namespace, name, subresource),
+            wire.api_path(namespace, name, subresource),
             params=params,
-            body=body,
+            body=body if content_type == JSON_PATCH else self._encode(resource, body),
             content_type=content_type,
         )
+        return self._decode(resource, patched)
 
     async def patch_merge(
         self,
@@ -623,8 +718,9 @@ class KubeClient:
         Raises Gone on a 410 (HTTP or ERROR event), another ApiError on other ERROR events, and
         ConnectionLost when the stream breaks. Close it (`aclosing`) when stopping early.
         """
+        wire = await self._wired(resource)
         if self._limiter is not None:
-            await self._limiter.acquire(resource.api_path(namespace))
+            await self._limiter.acquire(wire.api_path(namespace))
         params = _clean_params(
             {
                 "watch": "true",
@@ -641,7 +737,7 @@ class KubeClient:
         client_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect_timeout, sock_read=sock_read
         )
-        path = resource.api_path(namespace)
+        path = wire.api_path(namespace)
         parser = WatchStreamParser()
         try:
             async with self._get_session().get(
@@ -656,10 +752,10 @@ class KubeClient:
                 async for chunk in resp.content.iter_any():
                     for event_type, obj in parser.feed(chunk):
                         raise_for_watch_event(event_type, obj)
-                        yield event_type, obj
+                        yield event_type, self._decode(resource, obj)
                 for event_type, obj in parser.close():
                     raise_for_watch_event(event_type, obj)
-                    yield event_type, obj
+                    yield event_type, self._decode(resource, obj)
         except _TRANSPORT_ERRORS as exc:
             raise ConnectionLost(f"watch {self.host}{path}: {type(exc).__name__}: {exc}") from exc
 

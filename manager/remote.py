@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 import structlog
 
-from kube_runtime import api
-from kube_runtime.client import ConnectionLost, KubeClient, NotFound
+from kube_runtime import api, conversion
+from kube_runtime.client import ConnectionLost, KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import format_time
 from kube_runtime.informer import Informer, object_key
@@ -198,17 +198,19 @@ class RemoteClient:
             raise ConnectError(errors[0] if errors else "watch establishment timed out")
 
     async def _check_served_version(self, kube: KubeClient) -> None:
-        """Talk to the worker in a version it serves: v1beta1 (the only one we write today)."""
-        try:
-            group = await kube.request("GET", f"/apis/{api.GROUP}", request_timeout=15)
-        except NotFound as exc:
-            raise ConnectError(f"the worker does not serve {api.GROUP}: install Kueue's CRDs there") from exc
-        versions = [v.get("version") for v in group.get("versions") or ()]
-        if api.VERSION not in versions:
+        """Talk to the worker in a version it serves: v1beta2 where served (our CRDs, upstream
+        Kueue v0.19 and later), v1beta1 otherwise (older upstream). Objects are converted in-process
+        (kube_runtime/conversion.py), so a worker that serves only one of them works as well."""
+        versions = await kube.served_versions(api.GROUP)
+        if not versions:
+            raise ConnectError(f"the worker does not serve {api.GROUP}: install Kueue's CRDs there")
+        chosen = await kube.use_served_version(api.GROUP, conversion.VERSIONS)
+        if chosen is None:
             raise ConnectError(
-                f"the worker serves {api.GROUP} versions {api.go_list(versions)} but not {api.VERSION}, "
-                "which this manager writes"
+                f"the worker serves {api.GROUP} versions {api.go_list(versions)}, none of which this "
+                f"manager speaks ({api.go_list(conversion.VERSIONS)})"
             )
+        log.info("Kueue API version on the worker", cluster=self.name, version=chosen)
 
     def _handler(self, keys_for: Callable[[Obj], list[str]]) -> Callable[[Obj], None]:
         def handle(obj: Obj) -> None:

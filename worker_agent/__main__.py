@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="Name=true,Other=false",
         help="Kueue feature gates (instead of the Configuration's featureGates); docs/feature-gates.md",
     )
+    parser.add_argument(
+        "--webhooks-only",
+        action="store_true",
+        help="serve only the webhooks (CRD conversion at /convert, admission without cache lookups); "
+        "run no controllers",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     return parser
@@ -59,7 +65,8 @@ async def amain(args: argparse.Namespace) -> int:
         health_bind_address=args.health_probe_bind_address,
         events_kube=events_kube,
     )
-    return await run_until_signalled(agent.run, [kube, events_kube], LeadershipLost)
+    run = agent.serve_webhooks_only if args.webhooks_only else agent.run
+    return await run_until_signalled(run, [kube, events_kube], LeadershipLost)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,6 +91,7 @@ class Agent:
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = asyncio.Event()
         self.ready = asyncio.Event()
+        self.webhooks_only = False
 
     # ---------------------------------------------------------------------------------------------
 
@@ -99,6 +100,8 @@ class Agent:
         self.servers = await start_servers(addresses, self.registry, self._synced)
 
     async def _synced(self) -> bool:
+        if self.webhooks_only:
+            return True
         return all(i.has_synced for i in self.state.informers + self.integration_informers)
 
     def register(
@@ -218,6 +221,24 @@ class Agent:
             self.cohort_ctl.enqueue(name)
 
     # ---------------------------------------------------------------------------------------------
+
+    async def serve_webhooks_only(self) -> None:
+        """`--webhooks-only`: the webhook server (CRD conversion, and admission without cache
+        lookups) and the health and metrics endpoints; no informers, no controllers. For a
+        cluster whose admission runs elsewhere that still needs `/convert` for v1beta1 clients."""
+        self.webhooks_only = True
+        await self._start_servers()
+        if self.webhook_server is None:
+            raise ValueError("--webhooks-only needs the webhook server: webhook.port must not be 0")
+        await self.webhook_server.start()
+        self.ready.set()
+        log.info("serving webhooks only: no controllers run")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.webhook_server.stop()
+            for server in self.servers:
+                await server.stop()
 
     async def run(self) -> None:
         """Run until cancelled or until leadership is lost."""

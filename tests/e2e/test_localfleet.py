@@ -35,7 +35,10 @@ def test_our_crds_are_served_on_every_cluster(fleet):
     for cluster in fleet.clusters:
         out = fleet.kubectl(cluster, "get", "crd", "workloads.kueue.x-k8s.io", "-o", "json").stdout
         crd = json.loads(out)
-        assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta1"]
+        assert [(v["name"], v["storage"]) for v in crd["spec"]["versions"]] == [
+            ("v1beta1", False),
+            ("v1beta2", True),
+        ]
         established = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
         assert established["Established"] == "True"
         fleet.kubectl(cluster, "get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io")
@@ -150,7 +153,8 @@ def test_up_env_status_down_lifecycle():
         )
         state = json.loads((run_dir / "state.json").read_text())
         pids = [p["pid"] for p in state["processes"]]
-        assert len(pids) == 3 + 6  # manager: etcd, apiserver, kcm; worker: + scheduler, kwok, lws-manager
+        # manager: etcd, apiserver, kcm, conversion webhook; worker: + scheduler, kwok, lws-manager
+        assert len(pids) == 4 + 7
 
         env_out = subprocess.run([*base, "env"], check=True, capture_output=True, text=True).stdout
         exports = dict(line.removeprefix("export ").split("=", 1) for line in env_out.splitlines())

@@ -93,7 +93,15 @@ class Objects:
         return res.stderr
 
     def patch(self, kind: str, name: str, patch: dict, namespace: str | None = None, status: bool = False):
-        args = ["patch", f"{kind.lower()}.{api.GROUP}", name, "--type=merge", "-p", json.dumps(patch)]
+        # v1beta1 explicitly: kubectl's default is the preferred version, v1beta2.
+        args = [
+            "patch",
+            f"{kind.lower()}s.v1beta1.{api.GROUP}",
+            name,
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        ]
         if namespace:
             args += ["-n", namespace]
         if status:
@@ -139,7 +147,12 @@ def test_every_crd_is_established_and_structural(fleet, cluster: str):
         assert conditions["Established"]["status"] == "True", crd_name
         assert conditions["NamesAccepted"]["status"] == "True", crd_name
         assert "NonStructuralSchema" not in conditions, conditions["NonStructuralSchema"]["message"]
-        assert [v["name"] for v in crd["spec"]["versions"]] == [api.VERSION]
+        assert [(v["name"], v["storage"]) for v in crd["spec"]["versions"]] == [
+            ("v1beta1", False),
+            ("v1beta2", True),
+        ]
+        client_config = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert client_config["url"].endswith("/convert") and client_config["caBundle"], crd_name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +239,11 @@ def test_cluster_queue_in_a_cohort_with_limits_checks_and_deprecated_fungibility
     )
     spec = objects.created_object(cluster_queue, dry_run=True)["spec"]
     assert spec["cohort"] == "team-a"
-    assert spec["admissionChecks"] == ["multikueue"]
+    # Stored as v1beta2 and read back as upstream converts it: the check names become a strategy,
+    # the legacy fungibility values MayStopSearch.
+    assert spec["admissionChecksStrategy"] == {"admissionChecks": [{"name": "multikueue"}]}
+    assert "admissionChecks" not in spec
+    assert spec["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
     assert spec["preemption"]["withinClusterQueue"] == "Never"
 
 
@@ -293,7 +310,9 @@ def test_workload_gets_upstream_defaults(objects: Objects):
     assert spec["podSets"][0]["name"] == api.DEFAULT_PODSET_NAME
     assert spec["podSets"][0]["count"] == 1
     assert spec["active"] is True
-    assert spec["priorityClassSource"] == ""
+    # v1beta1 defaults priorityClassSource to ""; v1beta2 (storage) has no such field, and upstream's
+    # conversion gives it back only for a known source.
+    assert "priorityClassSource" not in spec
     # The pod template keeps fields the schema does not describe.
     assert spec["podSets"][0]["template"]["spec"]["restartPolicy"] == "Never"
     assert spec["podSets"][0]["template"]["spec"]["containers"][0]["image"] == "registry.k8s.io/pause:3.10"
@@ -331,7 +350,8 @@ def test_admission_check_and_multikueue_objects_are_accepted(objects: Objects):
             }
         },
     )
-    assert objects.created_object(check, dry_run=True)["spec"]["retryDelayMinutes"] == 15
+    # v1beta1 defaults retryDelayMinutes to 15; v1beta2 (storage) dropped the field, as upstream's.
+    assert "retryDelayMinutes" not in objects.created_object(check, dry_run=True)["spec"]
 
     config = obj("MultiKueueConfig", unique("mkconf"), {"spec": {"clusters": ["worker1", "worker2"]}})
     assert objects.created_object(config, dry_run=True)["spec"]["clusters"] == ["worker1", "worker2"]

@@ -19,7 +19,7 @@ QUANTITY_PATTERN = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 # The only places an object may keep fields the schema does not describe: the pod template.
-PRESERVE_UNKNOWN_ALLOWED = re.compile(r"^Workload:\.spec\.podSets\[\]\.template(\.|$)")
+PRESERVE_UNKNOWN_ALLOWED = re.compile(r"^Workload(/v1beta2)?:\.spec\.podSets\[\]\.template(\.|$)")
 
 # kind -> (plural, singular, scope, shortNames, has status subresource)
 NAMES = {
@@ -92,17 +92,19 @@ def _load() -> dict[str, tuple[Path, dict]]:
 CRDS = _load()
 
 
-def version(kind: str) -> dict:
-    return CRDS[kind][1]["spec"]["versions"][0]
+def version(kind: str, name: str = "v1beta1") -> dict:
+    """One served version of a CRD; the tests here read v1beta1, the form our code works in
+    (test_crd_versions.py checks v1beta2 against it)."""
+    return next(v for v in CRDS[kind][1]["spec"]["versions"] if v["name"] == name)
 
 
-def schema(kind: str) -> dict:
-    return version(kind)["schema"]["openAPIV3Schema"]
+def schema(kind: str, name: str = "v1beta1") -> dict:
+    return version(kind, name)["schema"]["openAPIV3Schema"]
 
 
-def node(kind: str, path: str) -> dict:
+def node(kind: str, path: str, name: str = "v1beta1") -> dict:
     """Schema node at a dotted path; `[]` steps into list items, e.g. `spec.podSets[].count`."""
-    current = schema(kind)
+    current = schema(kind, name)
     for part in path.split("."):
         is_list = part.endswith("[]")
         current = current["properties"][part.removesuffix("[]")]
@@ -123,9 +125,12 @@ def walk(schema_node: dict, path: str) -> Iterator[tuple[str, dict]]:
 
 
 def all_nodes() -> Iterator[tuple[str, str, dict]]:
+    """Every node of every served version's schema (a v1beta2 node's kind reads `Kind/v1beta2`)."""
     for kind in CRDS:
-        for path, schema_node in walk(schema(kind), ""):
-            yield kind, path, schema_node
+        for served in CRDS[kind][1]["spec"]["versions"]:
+            label = kind if served["name"] == "v1beta1" else f"{kind}/{served['name']}"
+            for path, schema_node in walk(served["schema"]["openAPIV3Schema"], ""):
+                yield label, path, schema_node
 
 
 def test_every_kind_has_one_file_and_the_kustomization_lists_them():
@@ -155,8 +160,25 @@ def test_names_scope_and_version(kind: str):
         "singular": singular,
         "shortNames": short_names,
     }
-    assert [(v["name"], v["served"], v["storage"]) for v in spec["versions"]] == [(api.VERSION, True, True)]
-    assert "conversion" not in spec
+    assert [(v["name"], v["served"], v["storage"]) for v in spec["versions"]] == [
+        ("v1beta1", True, False),
+        ("v1beta2", True, True),
+    ]
+    v1beta1 = spec["versions"][0]
+    if kind == "MultiKueueConfig":  # upstream does not deprecate this one
+        assert "deprecated" not in v1beta1
+    else:
+        assert v1beta1["deprecated"] is True
+        assert v1beta1["deprecationWarning"] == "This version is deprecated. Use v1beta2 instead."
+    assert spec["conversion"] == {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {
+                "service": {"name": "kueue-webhook-service", "namespace": "kueue-system", "path": "/convert"}
+            },
+        },
+    }
 
 
 def test_names_match_the_api_constants():
@@ -201,11 +223,14 @@ def test_printer_column_paths_exist_in_the_schema(kind: str):
 
 
 def test_workload_selectable_field():
-    assert version("Workload")["selectableFields"] == [{"jsonPath": ".status.admission.clusterQueue"}]
-    assert node("Workload", "status.admission.clusterQueue")["type"] == "string"
+    """Upstream selects `.status.admission.clusterQueue` in the storage version only."""
+    selectable = version("Workload", "v1beta2")["selectableFields"]
+    assert selectable == [{"jsonPath": ".status.admission.clusterQueue"}]
+    assert node("Workload", "status.admission.clusterQueue", "v1beta2")["type"] == "string"
     for kind in CRDS:
+        assert "selectableFields" not in version(kind)
         if kind != "Workload":
-            assert "selectableFields" not in version(kind)
+            assert "selectableFields" not in version(kind, "v1beta2")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -293,6 +293,52 @@ async def test_ca_bundle_is_injected_into_every_webhook(tmp_path):
     assert fake.version == version  # already in place: no writes
 
 
+async def test_the_ca_goes_into_the_conversion_webhook_of_crds_that_reach_this_agent(tmp_path):
+    fake = FakeApi()
+    service = {"name": "kueue-webhook-service", "namespace": "kueue-system", "path": "/convert"}
+    client_configs = {
+        "workloads.kueue.x-k8s.io": {"service": service},
+        "clusterqueues.kueue.x-k8s.io": {"url": "https://127.0.0.1:9443/convert"},
+        "cohorts.kueue.x-k8s.io": {"service": {**service, "namespace": "other-kueue"}},
+        "localqueues.kueue.x-k8s.io": {"url": "https://127.0.0.1:9999/convert"},
+    }
+    for name, client_config in client_configs.items():
+        webhook = {"conversionReviewVersions": ["v1"], "clientConfig": client_config}
+        conversion = {"strategy": "Webhook", "webhook": webhook}
+        await fake.create(
+            api.CUSTOM_RESOURCE_DEFINITION, {"metadata": {"name": name}, "spec": {"conversion": conversion}}
+        )
+    await fake.create(
+        api.CUSTOM_RESOURCE_DEFINITION,
+        {
+            "metadata": {"name": "resourceflavors.kueue.x-k8s.io"},
+            "spec": {"conversion": {"strategy": "None"}},
+        },
+    )
+    config = parse_config({"webhook": {"host": "127.0.0.1", "port": 9443, "certDir": str(tmp_path / "a")}})
+    mgr = certs.CertManager(fake, config, FakeClock(NOW), webhook_configurations=())  # type: ignore[arg-type]
+    await mgr.sync()
+    await mgr.inject_ca_bundle()
+    wanted = base64.b64encode(mgr.bundle.ca_cert).decode()
+
+    def bundle(name: str) -> str | None:
+        crd = next(
+            obj
+            for (plural, n), obj in fake.objects.items()
+            if plural == "customresourcedefinitions" and n == name
+        )
+        return ((crd["spec"]["conversion"].get("webhook") or {}).get("clientConfig") or {}).get("caBundle")
+
+    assert bundle("workloads.kueue.x-k8s.io") == wanted  # our Service
+    assert bundle("clusterqueues.kueue.x-k8s.io") == wanted  # a URL on our port
+    assert bundle("cohorts.kueue.x-k8s.io") is None  # another install's Service
+    assert bundle("localqueues.kueue.x-k8s.io") is None  # another agent's port
+    assert bundle("resourceflavors.kueue.x-k8s.io") is None  # no conversion webhook
+    version = fake.version
+    await mgr.inject_ca_bundle()
+    assert fake.version == version
+
+
 async def test_file_certificates_are_watched_for_changes(tmp_path):
     config = parse_config(
         {"webhook": {"certDir": str(tmp_path)}, "internalCertManagement": {"enable": False}}

@@ -17,6 +17,7 @@ import base64
 import datetime as dt
 import ipaddress
 import os
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,6 +294,7 @@ class CertManager(_CertFiles):
             (api.MUTATING_WEBHOOK_CONFIGURATION, api.MUTATING_WEBHOOK_CONFIGURATION_NAME),
             (api.VALIDATING_WEBHOOK_CONFIGURATION, api.VALIDATING_WEBHOOK_CONFIGURATION_NAME),
         ),
+        conversion_crds: Sequence[str] = api.KUEUE_CRD_NAMES,
         margin: dt.timedelta = ROTATION_MARGIN,
     ) -> None:
         self.kube = kube
@@ -303,6 +305,7 @@ class CertManager(_CertFiles):
         self.cert_dir = config.webhook_cert_dir
         self.dns_names, self.ip_addresses = serving_names(config)
         self.webhook_configurations = list(webhook_configurations)
+        self.conversion_crds = list(conversion_crds)
         self.margin = margin
         self.bundle: CertBundle | None = None
         self.stored = False  # the bundle is the one in the Secret (not a local stand-in)
@@ -388,47 +391,73 @@ class CertManager(_CertFiles):
         raise Conflict({"code": 409, "message": "the webhook certificate Secret kept changing"})
 
     async def inject_ca_bundle(self) -> None:
-        """Patch our CA bundle into every webhook of the configurations that exist. Only a bundle
-        from the Secret: replicas serving local stand-ins would overwrite each other's CA."""
+        """Patch our CA bundle into every webhook of the configurations that exist, and into the
+        conversion webhook of our CRDs that convert through one. Only a bundle from the Secret:
+        replicas serving local stand-ins would overwrite each other's CA."""
         if self.bundle is None or not self.stored:
             return
         wanted = base64.b64encode(self.bundle.ca_cert).decode()
         for resource, name in self.webhook_configurations:
-            try:
-                obj = await self.kube.get(resource, name)
-            except NotFound:
+            obj = await self._read(resource, name)
+            paths = [
+                f"/webhooks/{i}/clientConfig/caBundle"
+                for i, hook in enumerate((obj or {}).get("webhooks") or ())
+                if (hook.get("clientConfig") or {}).get("caBundle") != wanted
+            ]
+            await self._add_bundle(resource, obj, paths, wanted)
+        for name in self.conversion_crds:
+            obj = await self._read(api.CUSTOM_RESOURCE_DEFINITION, name)
+            conversion = ((obj or {}).get("spec") or {}).get("conversion") or {}
+            client_config = (conversion.get("webhook") or {}).get("clientConfig")
+            if conversion.get("strategy") != "Webhook" or not self._addresses_us(client_config):
                 continue
-            except KubeClientError as exc:
-                log.warning(
-                    "cannot read a webhook configuration", kind=resource.kind, name=name, error=str(exc)
-                )
-                continue
-            ops: list[Obj] = []
-            for i, hook in enumerate(obj.get("webhooks") or ()):
-                if (hook.get("clientConfig") or {}).get("caBundle") != wanted:
-                    ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": wanted})
-            if not ops:
-                continue
-            ops.insert(
-                0,
-                {
-                    "op": "test",
-                    "path": "/metadata/resourceVersion",
-                    "value": obj["metadata"]["resourceVersion"],
-                },
+            if client_config.get("caBundle") != wanted:
+                paths = ["/spec/conversion/webhook/clientConfig/caBundle"]
+                await self._add_bundle(api.CUSTOM_RESOURCE_DEFINITION, obj, paths, wanted)
+
+    def _addresses_us(self, client_config: Obj | None) -> bool:
+        """A conversion webhook reaches this agent: our Service in our namespace, or a URL on our
+        port. Another agent of the cluster (a second install, a test's) keeps its own CRDs' CA."""
+        if not client_config:
+            return False
+        service = client_config.get("service")
+        if service is not None:
+            return (
+                service.get("name") == self.config.webhook_service_name
+                and service.get("namespace") == self.namespace
             )
-            try:
-                await self.kube.patch_json(resource, name, ops, field_manager=FIELD_MANAGER)
-                log.info(
-                    "injected the webhook CA bundle", kind=resource.kind, name=name, webhooks=len(ops) - 1
-                )
-            except ApiError as exc:  # changed meanwhile (a failed test is 422): next round
-                log.info(
-                    "could not inject the webhook CA bundle yet",
-                    kind=resource.kind,
-                    name=name,
-                    error=str(exc),
-                )
+        port = urllib.parse.urlsplit(str(client_config.get("url") or "")).port
+        return port is not None and port == self.config.webhook_port
+
+    async def _read(self, resource: api.Resource, name: str) -> Obj | None:
+        try:
+            return await self.kube.get(resource, name)
+        except NotFound:
+            return None
+        except KubeClientError as exc:
+            log.warning(
+                "cannot read an object to inject the CA bundle", kind=resource.kind, name=name, error=str(exc)
+            )
+            return None
+
+    async def _add_bundle(
+        self, resource: api.Resource, obj: Obj | None, paths: list[str], wanted: str
+    ) -> None:
+        """One JSON patch adding the bundle at `paths`, guarded by the resourceVersion it was read at."""
+        if obj is None or not paths:
+            return
+        name = obj["metadata"]["name"]
+        ops: list[Obj] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]}
+        ]
+        ops += [{"op": "add", "path": path, "value": wanted} for path in paths]
+        try:
+            await self.kube.patch_json(resource, name, ops, field_manager=FIELD_MANAGER)
+            log.info("injected the webhook CA bundle", kind=resource.kind, name=name, places=len(paths))
+        except ApiError as exc:  # changed meanwhile (a failed test is 422): next round
+            log.info(
+                "could not inject the webhook CA bundle yet", kind=resource.kind, name=name, error=str(exc)
+            )
 
 
 class FileCerts(_CertFiles):

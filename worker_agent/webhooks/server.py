@@ -29,7 +29,7 @@ from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer
 from worker_agent.config import Configuration
 from worker_agent.integrations import enabled_frameworks
-from worker_agent.webhooks import common, fields, job, leaderworkerset, pod
+from worker_agent.webhooks import common, convert, fields, job, leaderworkerset, pod
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
@@ -139,6 +139,7 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         for path in HOOKS:
             app.router.add_post(path, self._handle)
+        app.router.add_post(api.WEBHOOK_PATH_CONVERT, self._convert)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         if not await self._try_serve():
@@ -225,6 +226,15 @@ class WebhookServer:
             log.exception("webhook failed", path=request.path, namespace=admission.namespace)
             response = errored(f"{request.path}: {exc}")
         return web.json_response(response.review(admission.uid))
+
+    async def _convert(self, request: web.Request) -> web.Response:
+        """CRD conversion between kueue.x-k8s.io v1beta1 and v1beta2; needs no API call or cache."""
+        self.requests_total += 1
+        try:
+            body = await request.json()
+        except (ValueError, json.JSONDecodeError) as exc:
+            return web.Response(status=400, text=f"invalid ConversionReview: {exc}\n")
+        return web.json_response(convert.review(body))
 
     async def review(self, hook: Hook, req: Request) -> Response:
         """The answer to one AdmissionReview (also called directly by tests)."""

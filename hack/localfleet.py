@@ -1157,7 +1157,7 @@ class FleetUp:
                 c.dir / "admin.kubeconfig",
                 yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, f"{c.name}-admin")),
             )
-            if c.is_worker:
+            if self.runs_lws(c):
                 crt, key = self.ca.issue("lws-webhook", server=True)
                 write_file(c.dir / "lws-certs" / "tls.crt", crt, 0o644)
                 write_file(c.dir / "lws-certs" / "tls.key", key)
@@ -1807,11 +1807,16 @@ class FleetUp:
 
     # -- LeaderWorkerSet controller -------------------------------------------------------------
 
+    def runs_lws(self, c: ClusterPlan) -> bool:
+        """Workers run the LWS controller; so does a manager running upstream Kueue, whose MultiKueue
+        setup has LWS installed on the manager: only LWS's webhook defaults a manager LWS there."""
+        return c.is_worker or (c.name == MANAGER and self.runs_upstream(c))
+
     def start_lws(self) -> None:
-        workers = [c for c in self.clusters if c.is_worker]
+        workers = [c for c in self.clusters if self.runs_lws(c)]
         if not workers:  # `up --workers 0`: a manager cluster only
             return
-        self.step("starting the LeaderWorkerSet controller on workers")
+        self.step(f"starting the LeaderWorkerSet controller on {', '.join(c.name for c in workers)}")
         for c in workers:
             self.kubectl(c)("create", "namespace", "lws-system", check=False)
             config = {
@@ -2211,6 +2216,32 @@ def sample_lws_placement(lws: dict) -> str | None:
     return worker if worker and ready == lws_replicas(lws) else None
 
 
+def upstream_lws_placement(state: State, bins: Binaries, lws: dict) -> str | None:
+    """Upstream's manager neither annotates a manager LWS with its worker nor mirrors its status:
+    the worker is the clusterName all of its Workloads are admitted on, once the LWS there is ready."""
+    clusters = state.data["clusters"]
+    name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
+    manager = Kubectl(bins.path("kubectl"), clusters[MANAGER]["kubeconfig"])
+    res = manager("get", "workloads", "-n", namespace, "-o", "json", check=False)
+    if res.returncode != 0:
+        return None
+    owned = [
+        wl
+        for wl in json.loads(res.stdout)["items"]
+        if (wl["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/job-owner-name") == name
+    ]
+    workers = {(wl.get("status") or {}).get("clusterName") for wl in owned}
+    if len(owned) != lws_replicas(lws) or len(workers) != 1 or None in workers:
+        return None
+    (worker,) = workers
+    if worker not in clusters:
+        return worker  # sample_lws names the unknown worker
+    res = Kubectl(bins.path("kubectl"), clusters[worker]["kubeconfig"])(
+        "get", "lws", name, "-n", namespace, "-o", "jsonpath={.status.readyReplicas}", check=False
+    )
+    return worker if res.returncode == 0 and res.stdout.strip() == str(lws_replicas(lws)) else None
+
+
 def describe_lws_workloads(lws_name: str, workloads: list[dict]) -> str:
     """One line per Workload of the LWS on the manager: conditions, admission checks, cluster."""
     lines = []
@@ -2291,7 +2322,12 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
     manager.apply([lws])
     found: dict = {}
 
+    upstream_manager = "upstreamKueue" in clusters[MANAGER]
+
     def placed() -> bool:
+        if upstream_manager:
+            found["worker"] = upstream_lws_placement(state, bins, lws)
+            return found["worker"] is not None
         res = manager("get", "lws", name, "-n", namespace, "-o", "json", check=False)
         found["worker"] = sample_lws_placement(json.loads(res.stdout)) if res.returncode == 0 else None
         return found["worker"] is not None

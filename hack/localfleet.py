@@ -2265,7 +2265,12 @@ def describe_lws_workloads(lws_name: str, workloads: list[dict]) -> str:
 
 
 def sample_lws_next_steps(
-    localfleet_cmd: str, lws: dict, worker: str, worker_env_index: int, running_pods: int
+    localfleet_cmd: str,
+    lws: dict,
+    worker: str,
+    worker_env_index: int,
+    running_pods: int,
+    upstream_manager: bool = False,
 ) -> str:
     """Where the sample runs and how to look at it from the manager and from its worker."""
     name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
@@ -2280,8 +2285,12 @@ def sample_lws_next_steps(
     return "\n".join(
         [
             f"The sample LeaderWorkerSet {namespace}/{name} runs on {worker}: {replicas}/{replicas} groups "
-            f"ready, {running_pods} pods running there (the manager cluster runs no LWS controller, so "
-            "no pods).",
+            f"ready, {running_pods} pods running there "
+            + (
+                "(on the manager, upstream Kueue keeps the LWS controller's pods scheduling-gated)."
+                if upstream_manager
+                else "(the manager cluster runs no LWS controller, so no pods)."
+            ),
             "",
             f'eval "$({localfleet_cmd} env)"',
             "",
@@ -2357,7 +2366,7 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
     running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
     log(f"the sample LeaderWorkerSet is ready on {worker} after {fmt_duration(time.monotonic() - t0)}")
     steps = sample_lws_next_steps(
-        localfleet_command(state.run_dir), lws, worker, workers.index(worker) + 1, running
+        localfleet_command(state.run_dir), lws, worker, workers.index(worker) + 1, running, upstream_manager
     )
     print(steps)
     return worker

@@ -8,7 +8,8 @@ Subcommands:
           kube-scheduler, kwok with fake Ready nodes, and the LWS controller with its webhooks;
           with --agents also our worker_agent (admission engine and webhooks) on every cluster, with
           --manager also our federation manager on the manager cluster, with --setup-multikueue
-          also what `setup-multikueue` creates and then `sample-lws` (unless --no-sample)
+          also what `setup-multikueue` creates and then `sample-lws` (unless --no-sample);
+          --upstream-kueue CLUSTER runs upstream Kueue there instead of ours (docs/local-fleet.md)
   setup-multikueue
           the MultiKueue setup guide's objects (queues on every cluster; Secrets, MultiKueueClusters,
           MultiKueueConfig and AdmissionCheck on the manager), then how to submit and watch a Job

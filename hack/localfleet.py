@@ -8,7 +8,8 @@ Subcommands:
           kube-scheduler, kwok with fake Ready nodes, and the LWS controller with its webhooks;
           with --agents also our worker_agent (admission engine and webhooks) on every cluster, with
           --manager also our federation manager on the manager cluster, with --setup-multikueue
-          also what `setup-multikueue` creates and then `sample-lws` (unless --no-sample)
+          also what `setup-multikueue` creates and then `sample-lws` (unless --no-sample);
+          --upstream-kueue CLUSTER runs upstream Kueue there instead of ours (docs/local-fleet.md)
   setup-multikueue
           the MultiKueue setup guide's objects (queues on every cluster; Secrets, MultiKueueClusters,
           MultiKueueConfig and AdmissionCheck on the manager), then how to submit and watch a Job
@@ -109,8 +110,12 @@ AGENT_COMPONENT = "worker-agent"
 MANAGER_COMPONENT = "manager"
 WEBHOOKS_COMPONENT = "conversion-webhook"  # worker_agent --webhooks-only, on fleets without agents
 OUR_COMPONENTS = (AGENT_COMPONENT, MANAGER_COMPONENT, WEBHOOKS_COMPONENT)
-# `down` stops the fleet tier by tier: our processes, then the controllers, the apiservers, etcd.
-STOP_TIERS = (OUR_COMPONENTS, None, ("kube-apiserver",), ("etcd",))
+# Upstream Kueue's manager binary, in place of our processes on the clusters `up --upstream-kueue` names.
+UPSTREAM_KUEUE_COMPONENT = "upstream-kueue"
+# The Kueue processes of a fleet, ours or upstream's.
+KUEUE_COMPONENTS = (*OUR_COMPONENTS, UPSTREAM_KUEUE_COMPONENT)
+# `down` stops the fleet tier by tier: Kueue's processes, then the controllers, the apiservers, etcd.
+STOP_TIERS = (KUEUE_COMPONENTS, None, ("kube-apiserver",), ("etcd",))
 SUPERVISOR = REPO / "hack" / "supervisor.py"
 MANAGER_LEASE = "kueue-federation-manager"
 MULTIKUEUE_ORIGIN = "multikueue"
@@ -132,6 +137,16 @@ SAMPLE_LWS_TIMEOUT = 180.0
 ANNOTATION_WORKER_CLUSTER = "kueue-federation.dev/multikueue-cluster"
 # multiKueue.workerLostTimeout of the manager `up --manager` starts (upstream's default).
 DEFAULT_WORKER_LOST_TIMEOUT = "15m"
+# Upstream Kueue's feature gates that `up --upstream-kueue` turns off, and why (docs/local-fleet.md).
+UPSTREAM_KUEUE_FEATURE_GATES = {
+    # Its API server reads a serving certificate from the fixed path /visibility (internalCertManagement
+    # off), listens on a fixed port (8082: two upstream processes on one host would collide), and is
+    # reached only through an APIService that points at an in-cluster Service.
+    "VisibilityOnDemand": False,
+}
+# Upstream Kueue reads its metrics serving certificate from this fixed path when internalCertManagement
+# is off; `up --upstream-kueue` mounts a private /etc (an overlay) holding one issued by the fleet's CA.
+UPSTREAM_KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
 
 
 def log(msg: str) -> None:
@@ -175,11 +190,18 @@ class Binaries:
     def lws_dir(self) -> Path:
         return CACHE / "bin" / f"lws-{self.versions['LWS_VERSION']}"
 
+    @property
+    def kueue_dir(self) -> Path:
+        """Upstream Kueue's binaries and manifests (shared with hack/bench_engine.py's minimalkueue)."""
+        return CACHE / "bin" / f"kueue-{self.versions['KUEUE_VERSION']}"
+
     def path(self, name: str) -> Path:
         if name == "kwok":
             return self.kwok_dir / "kwok"
         if name == "lws-manager":
             return self.lws_dir / "lws-manager"
+        if name == "kueue":
+            return self.kueue_dir / "kueue"
         return self.k8s_dir / name
 
     @property
@@ -200,6 +222,27 @@ class Binaries:
     @property
     def lws_webhooks(self) -> Path:
         return self.lws_dir / "webhooks.yaml"
+
+    @property
+    def kueue_crds(self) -> list[Path]:
+        return sorted((self.kueue_dir / "crds").glob("*.yaml"))
+
+    @property
+    def kueue_webhooks(self) -> Path:
+        return self.kueue_dir / "webhooks.yaml"
+
+    @property
+    def kueue_conversion_crds(self) -> Path:
+        """The CRD names upstream's kustomization gives a conversion webhook, one a line."""
+        return self.kueue_dir / "conversion-crds.txt"
+
+    def upstream_kueue_present(self) -> bool:
+        return (
+            self.path("kueue").is_file()
+            and bool(self.kueue_crds)
+            and self.kueue_webhooks.is_file()
+            and self.kueue_conversion_crds.is_file()
+        )
 
     def all_present(self) -> bool:
         needed = [self.path(n) for n in [*K8S_COMMANDS, "etcd", "kwok", "lws-manager"]]
@@ -309,7 +352,8 @@ class Builder:
             raise FleetError(f"the Go module proxy did not serve {module}: {info.get('Error', info)}")
         return Path(info["Dir"])
 
-    def build_all(self, force: bool = False) -> None:
+    def build_all(self, force: bool = False, upstream_kueue: bool = False) -> None:
+        """Everything a fleet needs; with `upstream_kueue` also upstream Kueue's full binary."""
         CACHE.mkdir(parents=True, exist_ok=True)
         todo = []
         if force or not all(self.bins.path(n).is_file() for n in [*K8S_COMMANDS, "etcd"]):
@@ -318,6 +362,8 @@ class Builder:
             todo.append(self.build_kwok)
         if force or not self.bins.path("lws-manager").is_file() or not self.bins.lws_webhooks.is_file():
             todo.append(self.build_lws)
+        if upstream_kueue and (force or not self.bins.upstream_kueue_present()):
+            todo.append(self.build_upstream_kueue)
         if not todo:
             log(f"all binaries cached under {CACHE / 'bin'}")
             return
@@ -487,6 +533,50 @@ class Builder:
         for crd in sorted((src / "config" / "crd" / "bases").glob("*.yaml")):
             shutil.copyfile(crd, d / "crds" / crd.name)
         shutil.copyfile(src / "config" / "webhook" / "manifests.yaml", d / "webhooks.yaml")
+
+    def build_upstream_kueue(self) -> None:
+        """Upstream Kueue's manager binary (cmd/kueue: scheduler, job integrations, webhooks and the
+        MultiKueue manager) and the manifests `up --upstream-kueue` rewrites: CRDs, webhook
+        configurations, and which CRDs upstream's kustomization gives a conversion webhook."""
+        version = self.v["KUEUE_VERSION"]
+        d = self.bins.kueue_dir
+        d.mkdir(parents=True, exist_ok=True)
+        if not self.bins.path("kueue").is_file():
+            self.go_build_module(
+                f"build kueue {version}",
+                "sigs.k8s.io/kueue",
+                version,
+                "sigs.k8s.io/kueue/cmd/kueue",
+                f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}",
+                self.bins.path("kueue"),
+            )
+        src = self.module_dir(f"sigs.k8s.io/kueue@{version}")
+        crd_src = src / "config" / "components" / "crd"
+        (d / "crds").mkdir(exist_ok=True)
+        for crd in sorted((crd_src / "bases").glob("*.yaml")):
+            shutil.copyfile(crd, d / "crds" / crd.name)
+            (d / "crds" / crd.name).chmod(0o644)
+        webhooks = d / "webhooks.yaml"
+        shutil.copyfile(src / "config" / "components" / "webhook" / "manifests.yaml", webhooks)
+        webhooks.chmod(0o644)
+        kustomization = yaml.safe_load((crd_src / "kustomization.yaml").read_text())
+        converted = []
+        for patch in kustomization.get("patches") or ():
+            doc = yaml.safe_load((crd_src / patch["path"]).read_text())
+            if ((doc.get("spec") or {}).get("conversion") or {}).get("strategy") == "Webhook":
+                converted.append(doc["metadata"]["name"])
+        if not converted:
+            raise FleetError(f"sigs.k8s.io/kueue@{version}: no CRD conversion patch in {crd_src}")
+        self.bins.kueue_conversion_crds.write_text("\n".join(converted) + "\n")
+
+
+def crd_docs(files: Iterable[Path]) -> list[dict]:
+    docs = []
+    for f in files:
+        docs += [
+            d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") == "CustomResourceDefinition"
+        ]
+    return docs
 
 
 def fmt_duration(seconds: float) -> str:
@@ -708,7 +798,7 @@ def child_pid(proc: dict) -> int | None:
     if not proc.get("status"):
         return proc["pid"] if pid_alive(proc["pid"]) else None
     pid = supervised_status(proc).get("pid")
-    if pid and pid_alive(pid) and (_cmdline(pid) or [""])[0] == proc["cmd"][0]:
+    if pid and pid_alive(pid) and (_cmdline(pid) or [""])[0] in (proc["cmd"][0], proc.get("program")):
         return pid
     return None
 
@@ -745,9 +835,17 @@ class State:
         tmp.write_text(json.dumps(self.data, indent=2))
         tmp.replace(self.path)
 
-    def start(self, cluster: str, component: str, cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    def start(
+        self,
+        cluster: str,
+        component: str,
+        cmd: list[str],
+        env: dict[str, str] | None = None,
+        program: str | None = None,
+    ) -> dict:
         """Start `cmd` under hack/supervisor.py, which restarts it like a kubelet would when it exits
-        and outlives this command. The record's pid and pgid are the supervisor's (its session)."""
+        and outlives this command. The record's pid and pgid are the supervisor's (its session).
+        `program`: what the process runs once `cmd` has exec'd it (a wrapper's target), if not cmd[0]."""
         log_path = self.run_dir / cluster / f"{component}.log"
         status_path = self.run_dir / cluster / f"{component}.status.json"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -771,6 +869,8 @@ class State:
             "log": str(log_path),
             "status": str(status_path),
         }
+        if program:
+            record["program"] = program
         self.data["processes"].append(record)
         self.save()
         return record
@@ -954,6 +1054,8 @@ class FleetOptions:
     client_burst: int | None = None
     # multiKueue.workerLostTimeout of our manager (a Go duration); tests shorten it.
     worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
+    # Clusters that run upstream Kueue instead of our worker_agent (and, for the manager, our manager).
+    upstream_kueue: tuple[str, ...] = ()
 
 
 @dataclass
@@ -985,6 +1087,9 @@ class FleetUp:
     def kubectl(self, c: ClusterPlan) -> Kubectl:
         return Kubectl(self.bins.path("kubectl"), str(c.dir / "admin.kubeconfig"))
 
+    def runs_upstream(self, c: ClusterPlan) -> bool:
+        return c.name in self.opts.upstream_kueue
+
     def procs(self, cluster: str, component: str) -> list[dict]:
         return [
             p for p in self.state.data["processes"] if p["cluster"] == cluster and p["component"] == component
@@ -1001,6 +1106,7 @@ class FleetUp:
             "agents": self.opts.agents,
             "manager": self.opts.manager,
             "workerLostTimeout": self.opts.worker_lost_timeout,
+            "upstreamKueue": list(self.opts.upstream_kueue),
         }
         self.state.save()
         self.make_pki()
@@ -1009,7 +1115,9 @@ class FleetUp:
         self.start_controllers()
         self.install_crds()
         self.start_agents(webhooks_only=not self.opts.agents)
-        if self.opts.manager:
+        if self.opts.upstream_kueue:
+            self.start_upstream_kueue()
+        if self.opts.manager and MANAGER not in self.opts.upstream_kueue:
             self.start_manager()
         self.create_nodes()
         self.start_lws()
@@ -1052,10 +1160,22 @@ class FleetUp:
                 c.dir / "admin.kubeconfig",
                 yaml.safe_dump(kubeconfig(c.name, server, self.ca.cert_pem, crt, key, f"{c.name}-admin")),
             )
-            if c.is_worker:
+            if self.runs_lws(c):
                 crt, key = self.ca.issue("lws-webhook", server=True)
                 write_file(c.dir / "lws-certs" / "tls.crt", crt, 0o644)
                 write_file(c.dir / "lws-certs" / "tls.key", key)
+            if self.runs_upstream(c):
+                for name in ("kueue-webhook", "kueue-metrics", "kueue-health"):
+                    c.ports[name] = free_port()
+                crt, key = self.ca.issue("kueue-webhook", server=True)
+                write_file(c.dir / "kueue-certs" / "tls.crt", crt, 0o644)
+                write_file(c.dir / "kueue-certs" / "tls.key", key)
+                crt, key = self.ca.issue("kueue-metrics", server=True)
+                metrics_certs = self.upstream_etc_upper(c) / UPSTREAM_KUEUE_METRICS_CERTS.removeprefix(
+                    "/etc/"
+                )
+                write_file(metrics_certs / "tls.crt", crt, 0o644)
+                write_file(metrics_certs / "tls.key", key)
             self.state.data["clusters"][c.name] = {
                 "role": c.role,
                 "server": server,
@@ -1218,22 +1338,21 @@ class FleetUp:
 
     def install_crds(self) -> None:
         self.step("installing LeaderWorkerSet and Kueue CRDs")
-        crd_files = [*self.bins.lws_crds, *sorted(OUR_CRDS.glob("*.yaml"))]
-        docs = []
-        for f in crd_files:
-            docs += [
-                d
-                for d in yaml.safe_load_all(f.read_text())
-                if d and d.get("kind") == "CustomResourceDefinition"
-            ]
-        names = [d["metadata"]["name"] for d in docs]
+        ours = crd_docs([*self.bins.lws_crds, *sorted(OUR_CRDS.glob("*.yaml"))])
         threads = []
         errors: list[Exception] = []
 
         def install(c: ClusterPlan) -> None:
             try:
+                if self.runs_upstream(c):
+                    docs = crd_docs(self.bins.lws_crds) + self.upstream_crds(c)
+                else:
+                    docs = ours
+                names = [d["metadata"]["name"] for d in docs]
                 kubectl = self.kubectl(c)
-                kubectl.apply(yaml.safe_dump_all(self.local_conversion(c, docs)))
+                kubectl.apply(
+                    yaml.safe_dump_all(docs if self.runs_upstream(c) else self.local_conversion(c, docs))
+                )
                 kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
                 kubectl("create", "namespace", "kueue-system", check=False)
             except Exception as e:
@@ -1371,6 +1490,10 @@ class FleetUp:
         settings = {k: v for k, v in settings.items() if v is not None}
         return {"clientConnection": settings} if settings else {}
 
+    def agent_clusters(self) -> list[ClusterPlan]:
+        """The clusters our worker_agent runs on: all but those running upstream Kueue."""
+        return [c for c in self.clusters if not self.runs_upstream(c)]
+
     def start_agents(self, webhooks_only: bool = False) -> None:
         """One `python -m worker_agent` per cluster; once each is ready, our webhook configurations
         (URL clientConfig, CA bundle from the agent's Secret; the agent keeps it up to date) and a
@@ -1383,7 +1506,7 @@ class FleetUp:
         )
         self.step(f"starting {what} on every cluster")
         python = self.agent_python()
-        for c in self.clusters:
+        for c in self.agent_clusters():
             for name in ("agent-metrics", "agent-health", "agent-webhook"):
                 c.ports.setdefault(name, free_port())  # the webhook's is chosen with the CRDs
             cfg = write_file(c.dir / "worker-agent-config.yaml", yaml.safe_dump(self.agent_config(c)), 0o644)
@@ -1407,7 +1530,7 @@ class FleetUp:
                 ],
                 env=project_env(),
             )
-        for c in self.clusters:
+        for c in self.agent_clusters():
             procs = self.procs(c.name, component)
             wait_for(
                 f"{c.name} {component} /readyz",
@@ -1492,6 +1615,153 @@ class FleetUp:
                 }
         return docs
 
+    # -- upstream Kueue (--upstream-kueue CLUSTER) ---------------------------------------------------
+
+    def upstream_etc_upper(self, c: ClusterPlan) -> Path:
+        """The upper layer of the private /etc upstream Kueue sees (an overlay on the real /etc)."""
+        return c.dir / "kueue-etc" / "upper"
+
+    def upstream_webhook_url(self, c: ClusterPlan, path: str) -> str:
+        return f"https://127.0.0.1:{c.ports['kueue-webhook']}{path}"
+
+    def upstream_crds(self, c: ClusterPlan) -> list[dict]:
+        """Upstream's CRDs (v1beta2 stored, v1beta1 served), with the conversion webhook its kustomization
+        adds to some of them pointed at the local process and the fleet's CA."""
+        converted = set(self.bins.kueue_conversion_crds.read_text().split())
+        docs = crd_docs(self.bins.kueue_crds)
+        for doc in docs:
+            if doc["metadata"]["name"] in converted:
+                doc["spec"]["conversion"] = {
+                    "strategy": "Webhook",
+                    "webhook": {
+                        "clientConfig": {
+                            "url": self.upstream_webhook_url(c, "/convert"),
+                            "caBundle": b64(self.ca.cert_pem),
+                        },
+                        "conversionReviewVersions": ["v1"],
+                    },
+                }
+        return docs
+
+    def upstream_webhook_configs(self, c: ClusterPlan) -> list[dict]:
+        """Upstream's webhook configurations (names kept), each Service clientConfig turned into a URL on
+        the local process with the fleet's CA. Webhooks on workload kinds (pods, Jobs, LWS, ...) leave out
+        kube-system and kueue-system, as upstream's webhook kustomization does."""
+        docs = [d for d in yaml.safe_load_all(self.bins.kueue_webhooks.read_text()) if d]
+        for doc in docs:
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {
+                    "url": self.upstream_webhook_url(c, path),
+                    "caBundle": b64(self.ca.cert_pem),
+                }
+                groups = {g for rule in hook.get("rules") or () for g in rule.get("apiGroups") or ()}
+                if "kueue.x-k8s.io" not in groups:
+                    hook["namespaceSelector"] = {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "NotIn",
+                                "values": ["kube-system", AGENT_NAMESPACE],
+                            }
+                        ]
+                    }
+        return docs
+
+    def upstream_config(self, c: ClusterPlan) -> dict:
+        """A config.kueue.x-k8s.io/v1beta2 Configuration for upstream's kueue on 127.0.0.1: certificates
+        from the fleet's CA (internalCertManagement off), no leader election, the agents' frameworks,
+        MultiKueue's defaults (workerLostTimeout as our manager's)."""
+        return {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "namespace": AGENT_NAMESPACE,
+            "manageJobsWithoutQueueName": False,
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {
+                "host": "127.0.0.1",
+                "port": c.ports["kueue-webhook"],
+                "certDir": str(c.dir / "kueue-certs"),
+            },
+            "metrics": {"bindAddress": f"127.0.0.1:{c.ports['kueue-metrics']}"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['kueue-health']}"},
+            "integrations": {"frameworks": AGENT_FRAMEWORKS},
+            "multiKueue": {
+                "gcInterval": "1m",
+                "origin": MULTIKUEUE_ORIGIN,
+                "workerLostTimeout": self.opts.worker_lost_timeout,
+            },
+            **self.client_connection(),
+        }
+
+    def upstream_command(self, c: ClusterPlan, config: Path) -> list[str]:
+        """kueue in a private mount namespace whose /etc is an overlay holding the metrics certificate
+        upstream reads from a fixed path; the shell execs kueue, so the supervisor signals kueue itself."""
+        etc = c.dir / "kueue-etc"
+        (etc / "work").mkdir(parents=True, exist_ok=True)
+        unshare = shutil.which("unshare")
+        if not unshare:
+            raise FleetError(
+                "`unshare` (util-linux) is missing: --upstream-kueue needs it for a private /etc"
+            )
+        namespaces = ["--mount"] if os.geteuid() == 0 else ["--user", "--map-root-user", "--mount"]
+        gates = ",".join(f"{k}={str(v).lower()}" for k, v in UPSTREAM_KUEUE_FEATURE_GATES.items())
+        return [
+            unshare,
+            *namespaces,
+            "--propagation=private",
+            "sh",
+            "-c",
+            'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc && shift 2 && exec "$@"',
+            "kueue-private-etc",
+            str(self.upstream_etc_upper(c)),
+            str(etc / "work"),
+            str(self.bins.path("kueue")),
+            f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
+            f"--config={config}",
+            f"--feature-gates={gates}",
+            "--zap-log-level=info",
+        ]
+
+    def start_upstream_kueue(self) -> None:
+        """Upstream's kueue on each cluster `--upstream-kueue` names; once ready, its webhook
+        configurations and a ResourceFlavor `default-flavor` (as the agents' start creates)."""
+        chosen = [c for c in self.clusters if self.runs_upstream(c)]
+        version = self.bins.versions["KUEUE_VERSION"]
+        self.step(f"starting upstream Kueue {version} on {', '.join(c.name for c in chosen)}")
+        for c in chosen:
+            config = self.upstream_config(c)
+            cfg = write_file(c.dir / "upstream-kueue-config.yaml", yaml.safe_dump(config), 0o644)
+            if c.name == MANAGER:
+                # Upstream's MultiKueue manager reads the worker Secrets from its config namespace.
+                self.state.cluster(c.name)["multikueueSecretsNamespace"] = config["namespace"]
+            self.state.cluster(c.name)["upstreamKueue"] = {
+                "version": self.bins.versions["KUEUE_VERSION"],
+                "config": str(cfg),
+                "health": f"http://127.0.0.1:{c.ports['kueue-health']}",
+                "metrics": f"https://127.0.0.1:{c.ports['kueue-metrics']}/metrics",
+                "webhook": f"https://127.0.0.1:{c.ports['kueue-webhook']}",
+            }
+            self.state.start(
+                c.name,
+                UPSTREAM_KUEUE_COMPONENT,
+                self.upstream_command(c, cfg),
+                program=str(self.bins.path("kueue")),
+            )
+        for c in chosen:
+            wait_for(
+                f"{c.name} upstream Kueue /readyz",
+                lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['kueue-health']}/readyz"),
+                120,
+                interval=0.5,
+                procs=self.procs(c.name, UPSTREAM_KUEUE_COMPONENT),
+            )
+            kubectl = self.kubectl(c)
+            kubectl.apply(self.upstream_webhook_configs(c))
+            kubectl.apply([resource_flavor()])
+        self.state.save()
+
     # -- our federation manager (--manager) ------------------------------------------------------
 
     def manager_python(self, env: dict[str, str]) -> str:
@@ -1551,6 +1821,8 @@ class FleetUp:
             c.ports[name] = free_port()
         config = self.manager_config(c)
         cfg = write_file(c.dir / "manager-config.yaml", yaml.safe_dump(config), 0o644)
+        # Where it reads the worker Secrets: its config namespace.
+        self.state.cluster(c.name)["multikueueSecretsNamespace"] = config["namespace"]
         self.state.cluster(c.name)["manager"] = {
             "config": str(cfg),
             "health": f"http://127.0.0.1:{c.ports['manager-health']}",
@@ -1581,11 +1853,16 @@ class FleetUp:
 
     # -- LeaderWorkerSet controller -------------------------------------------------------------
 
+    def runs_lws(self, c: ClusterPlan) -> bool:
+        """Workers run the LWS controller; so does a manager running upstream Kueue, whose MultiKueue
+        setup has LWS installed on the manager: only LWS's webhook defaults a manager LWS there."""
+        return c.is_worker or (c.name == MANAGER and self.runs_upstream(c))
+
     def start_lws(self) -> None:
-        workers = [c for c in self.clusters if c.is_worker]
+        workers = [c for c in self.clusters if self.runs_lws(c)]
         if not workers:  # `up --workers 0`: a manager cluster only
             return
-        self.step("starting the LeaderWorkerSet controller on workers")
+        self.step(f"starting the LeaderWorkerSet controller on {', '.join(c.name for c in workers)}")
         for c in workers:
             self.kubectl(c)("create", "namespace", "lws-system", check=False)
             config = {
@@ -1787,9 +2064,17 @@ def local_queue() -> dict:
     }
 
 
-def multikueue_setup_objects(workers: list[WorkerSetup]) -> list[tuple[str, list[dict]]]:
+def runs_a_multikueue_manager(manager_cluster: dict) -> bool:
+    """Our manager or upstream Kueue (which includes its MultiKueue manager) runs on the manager cluster."""
+    return MANAGER_COMPONENT in manager_cluster or "upstreamKueue" in manager_cluster
+
+
+def multikueue_setup_objects(
+    workers: list[WorkerSetup], secrets_namespace: str = AGENT_NAMESPACE
+) -> list[tuple[str, list[dict]]]:
     """(cluster, objects) to apply, workers first: a worker's queues exist before the manager can
-    dispatch to it. Each worker's ClusterQueue offers what its nodes have; the manager's, their sum."""
+    dispatch to it. Each worker's ClusterQueue offers what its nodes have; the manager's, their sum.
+    The worker Secrets go to `secrets_namespace`, where the manager in charge reads them."""
     plan: list[tuple[str, list[dict]]] = [
         (w.name, [resource_flavor(), cluster_queue(w.cpu, w.memory), local_queue()]) for w in workers
     ]
@@ -1799,7 +2084,7 @@ def multikueue_setup_objects(workers: list[WorkerSetup]) -> list[tuple[str, list
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {"name": f"{w.name}-secret", "namespace": AGENT_NAMESPACE},
+                "metadata": {"name": f"{w.name}-secret", "namespace": secrets_namespace},
                 "type": "Opaque",
                 "data": {"kubeconfig": b64(w.multikueue_kubeconfig.encode())},
             }
@@ -1916,7 +2201,7 @@ def localfleet_command(run_dir: Path) -> str:
 def setup_multikueue(state: State) -> None:
     """Apply the setup guide's objects (idempotent: server-side apply) and print the next steps."""
     clusters = state.data["clusters"]
-    if MANAGER_COMPONENT not in clusters.get(MANAGER, {}):
+    if not runs_a_multikueue_manager(clusters.get(MANAGER, {})):
         raise FleetError(
             f"the fleet in {state.run_dir} runs no federation manager: start it with "
             "`up --agents --manager` (or `up --setup-multikueue`), then run setup-multikueue"
@@ -1933,7 +2218,8 @@ def setup_multikueue(state: State) -> None:
         setups.append(WorkerSetup(name, capacity["cpu"], capacity["memory"], path.read_text()))
     bins = Binaries(state.data.get("versions") or read_versions())
     log("setting up MultiKueue (the setup guide's objects)")
-    for cluster, docs in multikueue_setup_objects(setups):
+    secrets_namespace = clusters[MANAGER].get("multikueueSecretsNamespace", AGENT_NAMESPACE)
+    for cluster, docs in multikueue_setup_objects(setups, secrets_namespace):
         applied = Kubectl(bins.path("kubectl"), clusters[cluster]["kubeconfig"]).apply(docs)
         log(f"  {cluster}: {', '.join(line.split()[0] for line in applied if line.strip())}")
     print(next_steps(localfleet_command(state.run_dir), [name for name, _ in workers]))
@@ -1976,6 +2262,32 @@ def sample_lws_placement(lws: dict) -> str | None:
     return worker if worker and ready == lws_replicas(lws) else None
 
 
+def upstream_lws_placement(state: State, bins: Binaries, lws: dict) -> str | None:
+    """Upstream's manager neither annotates a manager LWS with its worker nor mirrors its status:
+    the worker is the clusterName all of its Workloads are admitted on, once the LWS there is ready."""
+    clusters = state.data["clusters"]
+    name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
+    manager = Kubectl(bins.path("kubectl"), clusters[MANAGER]["kubeconfig"])
+    res = manager("get", "workloads", "-n", namespace, "-o", "json", check=False)
+    if res.returncode != 0:
+        return None
+    owned = [
+        wl
+        for wl in json.loads(res.stdout)["items"]
+        if (wl["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/job-owner-name") == name
+    ]
+    workers = {(wl.get("status") or {}).get("clusterName") for wl in owned}
+    if len(owned) != lws_replicas(lws) or len(workers) != 1 or None in workers:
+        return None
+    (worker,) = workers
+    if worker not in clusters:
+        return worker  # sample_lws names the unknown worker
+    res = Kubectl(bins.path("kubectl"), clusters[worker]["kubeconfig"])(
+        "get", "lws", name, "-n", namespace, "-o", "jsonpath={.status.readyReplicas}", check=False
+    )
+    return worker if res.returncode == 0 and res.stdout.strip() == str(lws_replicas(lws)) else None
+
+
 def describe_lws_workloads(lws_name: str, workloads: list[dict]) -> str:
     """One line per Workload of the LWS on the manager: conditions, admission checks, cluster."""
     lines = []
@@ -1999,7 +2311,12 @@ def describe_lws_workloads(lws_name: str, workloads: list[dict]) -> str:
 
 
 def sample_lws_next_steps(
-    localfleet_cmd: str, lws: dict, worker: str, worker_env_index: int, running_pods: int
+    localfleet_cmd: str,
+    lws: dict,
+    worker: str,
+    worker_env_index: int,
+    running_pods: int,
+    upstream_manager: bool = False,
 ) -> str:
     """Where the sample runs and how to look at it from the manager and from its worker."""
     name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
@@ -2014,8 +2331,12 @@ def sample_lws_next_steps(
     return "\n".join(
         [
             f"The sample LeaderWorkerSet {namespace}/{name} runs on {worker}: {replicas}/{replicas} groups "
-            f"ready, {running_pods} pods running there (the manager cluster runs no LWS controller, so "
-            "no pods).",
+            f"ready, {running_pods} pods running there "
+            + (
+                "(on the manager, upstream Kueue keeps the LWS controller's pods scheduling-gated)."
+                if upstream_manager
+                else "(the manager cluster runs no LWS controller, so no pods)."
+            ),
             "",
             f'eval "$({localfleet_cmd} env)"',
             "",
@@ -2041,7 +2362,7 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
         log(f"note: no sample LeaderWorkerSet at {path}; skipping the sample")
         return None
     clusters = state.data["clusters"]
-    if MANAGER_COMPONENT not in clusters.get(MANAGER, {}):
+    if not runs_a_multikueue_manager(clusters.get(MANAGER, {})):
         raise FleetError(
             f"the fleet in {state.run_dir} runs no federation manager: start it with "
             "`up --setup-multikueue`, then run sample-lws"
@@ -2056,7 +2377,12 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
     manager.apply([lws])
     found: dict = {}
 
+    upstream_manager = "upstreamKueue" in clusters[MANAGER]
+
     def placed() -> bool:
+        if upstream_manager:
+            found["worker"] = upstream_lws_placement(state, bins, lws)
+            return found["worker"] is not None
         res = manager("get", "lws", name, "-n", namespace, "-o", "json", check=False)
         found["worker"] = sample_lws_placement(json.loads(res.stdout)) if res.returncode == 0 else None
         return found["worker"] is not None
@@ -2068,7 +2394,7 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
             placed,
             timeout,
             interval=1,
-            procs=[p for p in state.data["processes"] if p["component"] in OUR_COMPONENTS],
+            procs=[p for p in state.data["processes"] if p["component"] in KUEUE_COMPONENTS],
         )
     except FleetError as e:
         res = manager("get", "workloads", "-n", namespace, "-o", "json", check=False)
@@ -2086,7 +2412,7 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
     running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
     log(f"the sample LeaderWorkerSet is ready on {worker} after {fmt_duration(time.monotonic() - t0)}")
     steps = sample_lws_next_steps(
-        localfleet_command(state.run_dir), lws, worker, workers.index(worker) + 1, running
+        localfleet_command(state.run_dir), lws, worker, workers.index(worker) + 1, running, upstream_manager
     )
     print(steps)
     return worker
@@ -2113,7 +2439,7 @@ def fleet_is_running(state: State) -> bool:
 
 
 def cmd_build(args: argparse.Namespace) -> None:
-    Builder(Binaries(read_versions())).build_all(force=args.force)
+    Builder(Binaries(read_versions())).build_all(force=args.force, upstream_kueue=args.upstream_kueue)
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -2129,6 +2455,7 @@ def cmd_up(args: argparse.Namespace) -> None:
             "--manager requires --agents: the manager dispatches Workloads that the worker_agents admit "
             "(use `up --agents --manager`)"
         )
+    upstream = upstream_kueue_clusters(args.upstream_kueue or [], args.workers)
     bins = Binaries(read_versions())
     opts = FleetOptions(
         workers=args.workers,
@@ -2144,6 +2471,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         client_qps=args.client_qps,
         client_burst=args.client_burst,
         worker_lost_timeout=args.worker_lost_timeout,
+        upstream_kueue=upstream,
     )
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
@@ -2152,7 +2480,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     if existing or opts.run_dir.exists():
         log(f"cleaning up a previous run in {opts.run_dir}")
         down(opts.run_dir)
-    Builder(bins).build_all()
+    Builder(bins).build_all(upstream_kueue=bool(upstream))
     fleet = FleetUp(opts, bins)
     try:
         fleet.run()
@@ -2176,6 +2504,17 @@ def cmd_up(args: argparse.Namespace) -> None:
                 "stops it)"
             ) from None
     log(f"up finished in {fmt_duration(time.monotonic() - t0)}")
+
+
+def upstream_kueue_clusters(names: list[str], workers: int) -> tuple[str, ...]:
+    """The clusters `--upstream-kueue` names, checked against the fleet's, in fleet order."""
+    known = [MANAGER] + [f"worker{i}" for i in range(1, workers + 1)]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise FleetError(
+            f"--upstream-kueue {unknown[0]}: not a cluster of this fleet; use one of {', '.join(known)}"
+        )
+    return tuple(n for n in known if n in names)
 
 
 def down(run_dir: Path) -> int:
@@ -2233,6 +2572,9 @@ def cmd_env(args: argparse.Namespace) -> None:
             lines.append(f"export KUBECONFIG_WORKER{worker_index}={c['kubeconfig']}")
             if "multikueueKubeconfig" in c:
                 lines.append(f"export WORKER{worker_index}_MULTIKUEUE_KUBECONFIG={c['multikueueKubeconfig']}")
+    upstream = [name for name, c in state.data["clusters"].items() if "upstreamKueue" in c]
+    if upstream:
+        lines.append(f"export LOCALFLEET_UPSTREAM_KUEUE={','.join(upstream)}")
     lines.append(f"export LOCALFLEET_KUBECONFIG={state.data['mergedKubeconfig']}")
     lines.append(f"export LOCALFLEET_STATE={state.path}")
     lines.append(f'export PATH="{bins.k8s_dir}:$PATH"')
@@ -2269,6 +2611,11 @@ def cmd_status(args: argparse.Namespace) -> None:
             if p["component"] == MANAGER_COMPONENT and MANAGER_COMPONENT in c:
                 ready = alive and http_ok(f"{c['manager']['health']}/readyz")
                 extra = f"  {'ready' if ready else 'NOT ready'}, metrics {c['manager']['metrics']}"
+            if p["component"] == UPSTREAM_KUEUE_COMPONENT and "upstreamKueue" in c:
+                upstream = c["upstreamKueue"]
+                ready = alive and http_ok(f"{upstream['health']}/readyz")
+                readiness = "ready" if ready else "NOT ready"
+                extra = f"  {upstream['version']} {readiness}, webhooks {upstream['webhook']}"
             status = supervised_status(p)
             if alive:
                 running = "running"
@@ -2310,6 +2657,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build or reuse the cached binaries")
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
+    b.add_argument(
+        "--upstream-kueue",
+        action="store_true",
+        help="also upstream Kueue's kueue binary and manifests (what `up --upstream-kueue` runs)",
+    )
     u = sub.add_parser("up", help="start a manager and N workers")
     u.add_argument("--workers", type=int, default=2, help="worker clusters (0: the manager cluster only)")
     u.add_argument("--nodes", type=int, default=4, help="fake nodes per worker")
@@ -2348,6 +2700,14 @@ def main(argv: list[str] | None = None) -> int:
         "--no-sample",
         action="store_true",
         help="with --setup-multikueue: do not create the sample LeaderWorkerSet (`sample-lws`) at the end",
+    )
+    u.add_argument(
+        "--upstream-kueue",
+        action="append",
+        metavar="CLUSTER",
+        help="run upstream Kueue (KUEUE_VERSION of hack/versions.env, built on first use) on CLUSTER "
+        "(manager or workerN) instead of our worker_agent, and on the manager instead of our manager "
+        "too; repeatable",
     )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")

@@ -71,6 +71,23 @@ def spec_without_gates(wl: Obj) -> Obj:
     return spec
 
 
+def without_empty(value: object) -> object:
+    """`value` with every empty string, null, empty list and empty map dropped from its maps, at any
+    depth: what a typed (Go) comparison sees. A worker that stores v1beta2 and serves v1beta1 through
+    conversion drops such fields (priorityClassSource: "") from the copy it returns."""
+    if isinstance(value, dict):
+        pruned = {k: without_empty(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v not in ("", None, [], {})}
+    if isinstance(value, list):
+        return [without_empty(v) for v in value]
+    return value
+
+
+def remote_spec_out_of_sync(local: Obj, remote: Obj) -> bool:
+    """isRemoteSpecOutOfSync: the specs differ, preemption gates and empty fields aside."""
+    return without_empty(spec_without_gates(local)) != without_empty(spec_without_gates(remote))
+
+
 # Copies younger than this are not explained yet: most are admitted within it.
 PENDING_EXPLANATION_DELAY = 5.0
 
@@ -314,7 +331,7 @@ class WorkloadReconciler:
 
         # 4. Copies whose spec no longer matches ours are replaced (priority is patched in place).
         for cluster, remote in list(group.remotes.items()):
-            if remote is None or spec_without_gates(remote) == spec_without_gates(wl):
+            if remote is None or not remote_spec_out_of_sync(wl, remote):
                 continue
             client = group.available[cluster]
             if only_priority_differs(wl, remote):

@@ -489,3 +489,175 @@ def test_sample_lws_refuses_a_fleet_without_the_manager(tmp_path):
     state.data["clusters"] = {"manager": {"role": "manager", "kubeconfig": "x"}}
     with pytest.raises(localfleet.FleetError, match="runs no federation manager"):
         localfleet.sample_lws(state, tmp_path / "sample.yaml")
+
+
+# -- up --upstream-kueue ----------------------------------------------------------------------------
+
+
+def test_upstream_kueue_is_cached_next_to_minimalkueue_by_version():
+    bins = localfleet.Binaries({"KUEUE_VERSION": "v0.19.2"})
+    assert bins.path("kueue").parent.name == "kueue-v0.19.2"
+    assert bins.kueue_dir == localfleet.CACHE / "bin" / "kueue-v0.19.2"
+
+
+@pytest.mark.parametrize("bad", ["worker3", "workers", "Manager"])
+def test_upstream_kueue_names_a_cluster_of_the_fleet(bad):
+    with pytest.raises(localfleet.FleetError, match=r"use one of manager, worker1, worker2"):
+        localfleet.upstream_kueue_clusters([bad], workers=2)
+    assert localfleet.upstream_kueue_clusters(["worker2", "manager", "worker2"], 2) == ("manager", "worker2")
+
+
+def test_up_refuses_an_unknown_upstream_cluster_before_anything_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(localfleet.signal, "signal", lambda *args: None)
+    run_dir = tmp_path / "fleet"
+    assert (
+        localfleet.main(["--dir", str(run_dir), "up", "--workers", "1", "--upstream-kueue", "worker2"]) == 1
+    )
+    assert "--upstream-kueue worker2: not a cluster of this fleet" in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
+def upstream_fleet(tmp_path: Path, manifests: dict[str, object]):
+    """A FleetUp whose binary cache holds the given upstream manifests, worker1 upstream."""
+    kueue_dir = tmp_path / "kueue"
+    (kueue_dir / "crds").mkdir(parents=True)
+    for name, docs in manifests.items():
+        (kueue_dir / name).write_text(yaml.safe_dump_all(docs) if isinstance(docs, list) else docs)
+
+    class Bins:
+        kueue_crds = sorted((kueue_dir / "crds").glob("*.yaml"))
+        kueue_webhooks = kueue_dir / "webhooks.yaml"
+        kueue_conversion_crds = kueue_dir / "conversion-crds.txt"
+        versions = {"KUEUE_VERSION": "v0.19.2"}
+
+        def path(self, name):
+            return kueue_dir / name
+
+    up = localfleet.FleetUp.__new__(localfleet.FleetUp)
+    up.bins = Bins()
+    up.ca = localfleet.CertificateAuthority("test CA")
+    up.opts = localfleet.FleetOptions(
+        run_dir=tmp_path, upstream_kueue=("worker1",), worker_lost_timeout="20s"
+    )
+    plan = localfleet.ClusterPlan(
+        "worker1",
+        "worker",
+        tmp_path / "worker1",
+        ports={"kueue-webhook": 19443, "kueue-metrics": 19444, "kueue-health": 19445},
+    )
+    return up, plan
+
+
+def test_upstream_crds_get_the_conversion_webhook_on_the_local_process(tmp_path):
+    crd = {"kind": "CustomResourceDefinition", "metadata": {"name": "workloads.kueue.x-k8s.io"}, "spec": {}}
+    flavor = {
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "resourceflavors.kueue.x-k8s.io"},
+        "spec": {},
+    }
+    up, plan = upstream_fleet(
+        tmp_path,
+        {
+            "crds/workloads.yaml": [crd],
+            "crds/resourceflavors.yaml": [flavor],
+            "conversion-crds.txt": "workloads.kueue.x-k8s.io\n",
+        },
+    )
+    up.bins.kueue_crds = sorted((tmp_path / "kueue" / "crds").glob("*.yaml"))
+    docs = {d["metadata"]["name"]: d for d in up.upstream_crds(plan)}
+    conversion = docs["workloads.kueue.x-k8s.io"]["spec"]["conversion"]
+    assert conversion["strategy"] == "Webhook"
+    assert conversion["webhook"]["clientConfig"]["url"] == "https://127.0.0.1:19443/convert"
+    assert base64.b64decode(conversion["webhook"]["clientConfig"]["caBundle"]) == up.ca.cert_pem
+    assert "conversion" not in docs["resourceflavors.kueue.x-k8s.io"]["spec"]
+
+
+def test_upstream_webhooks_keep_their_names_and_call_the_local_process(tmp_path):
+    manifest = [
+        {
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "mutating-webhook-configuration"},
+            "webhooks": [
+                {
+                    "name": "mjob.kb.io",
+                    "clientConfig": {"service": {"name": "webhook-service", "path": "/mutate-batch-v1-job"}},
+                    "rules": [{"apiGroups": ["batch"], "resources": ["jobs"]}],
+                },
+                {
+                    "name": "mworkload.kb.io",
+                    "clientConfig": {"service": {"name": "webhook-service", "path": "/mutate-wl"}},
+                    "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"]}],
+                },
+            ],
+        }
+    ]
+    up, plan = upstream_fleet(tmp_path, {"webhooks.yaml": manifest})
+    (doc,) = up.upstream_webhook_configs(plan)
+    job_hook, workload_hook = doc["webhooks"]
+    assert doc["metadata"]["name"] == "mutating-webhook-configuration"
+    assert job_hook["clientConfig"] == {
+        "url": "https://127.0.0.1:19443/mutate-batch-v1-job",
+        "caBundle": localfleet.b64(up.ca.cert_pem),
+    }
+    assert job_hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "kueue-system"]
+    assert "namespaceSelector" not in workload_hook
+
+
+def test_upstream_config_runs_out_of_cluster_with_multikueue_defaults(tmp_path):
+    up, plan = upstream_fleet(tmp_path, {})
+    config = up.upstream_config(plan)
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert config["namespace"] == "kueue-system"
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["webhook"] == {"host": "127.0.0.1", "port": 19443, "certDir": str(plan.dir / "kueue-certs")}
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["manageJobsWithoutQueueName"] is False
+    assert config["integrations"]["frameworks"] == localfleet.AGENT_FRAMEWORKS
+    assert config["multiKueue"] == {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "20s"}
+
+
+def test_upstream_kueue_runs_with_a_private_etc_and_the_visibility_server_off(tmp_path):
+    up, plan = upstream_fleet(tmp_path, {})
+    cmd = up.upstream_command(plan, tmp_path / "config.yaml")
+    kueue = cmd.index(str(tmp_path / "kueue" / "kueue"))
+    assert Path(cmd[0]).name == "unshare" and "--mount" in cmd[:kueue]
+    assert "exec" in cmd[cmd.index("-c") + 1]
+    assert cmd[kueue + 1 :] == [
+        f"--kubeconfig={plan.dir / 'admin.kubeconfig'}",
+        f"--config={tmp_path / 'config.yaml'}",
+        "--feature-gates=VisibilityOnDemand=false",
+        "--zap-log-level=info",
+    ]
+
+
+def test_the_supervised_program_is_found_behind_its_wrapper(tmp_path):
+    state = localfleet.State(tmp_path)
+    (tmp_path / "c").mkdir()
+    record = state.start(
+        "c", "sleeper", ["/bin/sh", "-c", 'exec "$0" 30', "/bin/sleep"], program="/bin/sleep"
+    )
+    try:
+        localfleet.wait_for("the program", lambda: localfleet.child_pid(record) is not None, 10)
+        assert localfleet._cmdline(localfleet.child_pid(record))[0] == "/bin/sleep"
+    finally:
+        localfleet.stop_processes(state.data["processes"])
+    assert localfleet.child_pid(record) is None
+
+
+def test_setup_puts_the_worker_secrets_where_the_manager_in_charge_reads_them():
+    worker = localfleet.WorkerSetup("worker1", "32", "128Gi", "kubeconfig: x")
+    plan = dict(localfleet.multikueue_setup_objects([worker], secrets_namespace="upstream-ns"))
+    (secret,) = [d for d in plan["manager"] if d["kind"] == "Secret"]
+    assert secret["metadata"]["namespace"] == "upstream-ns"
+
+
+def test_upstream_kueue_processes_stop_with_ours_before_the_control_planes(monkeypatch):
+    calls = []
+    monkeypatch.setattr(localfleet, "_stop_processes", lambda procs, timeout: calls.append(procs))
+    localfleet.stop_processes(
+        [{"component": c} for c in ("kube-apiserver", "upstream-kueue", "worker-agent")]
+    )
+    assert [[p["component"] for p in group] for group in calls] == [
+        ["upstream-kueue", "worker-agent"],
+        ["kube-apiserver"],
+    ]

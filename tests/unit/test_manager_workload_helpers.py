@@ -7,7 +7,14 @@ from __future__ import annotations
 import copy
 
 from kube_runtime import api
-from manager.workload import best_match, only_priority_differs, owner_gvk, remote_copy, spec_without_gates
+from manager.workload import (
+    best_match,
+    only_priority_differs,
+    owner_gvk,
+    remote_copy,
+    remote_spec_out_of_sync,
+    spec_without_gates,
+)
 
 # -- owner_gvk ---------------------------------------------------------------------------------
 
@@ -168,6 +175,22 @@ def test_spec_without_gates_drops_only_the_preemption_gates() -> None:
     assert spec_without_gates(wl) == {"queueName": "q", "priority": 5}
     assert wl["spec"]["preemptionGates"] == [{"name": "g"}]
     assert spec_without_gates({}) == {}
+
+
+def test_a_copy_that_lost_empty_fields_in_conversion_is_in_sync() -> None:
+    # Upstream Kueue v0.19 stores v1beta2: the v1beta1 copy it returns has no priorityClassSource: "".
+    local = {"spec": {"queueName": "q", "priorityClassSource": "", "podSets": [{"name": "main", "count": 1}]}}
+    remote = {"spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "minCount": None}]}}
+    assert remote_spec_out_of_sync(local, remote) is False
+
+
+def test_a_copy_with_another_pod_count_is_out_of_sync() -> None:
+    local = {"spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1}]}}
+    remote = {"spec": {"queueName": "q", "podSets": [{"name": "main", "count": 2}], "preemptionGates": []}}
+    assert remote_spec_out_of_sync(local, remote) is True
+    assert (
+        remote_spec_out_of_sync(local, {"spec": {"queueName": "q", "priority": 0, **local["spec"]}}) is True
+    )
 
 
 def wpc_workload(priority_class: str, priority: int, **extra: object) -> dict:

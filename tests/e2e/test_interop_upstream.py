@@ -1,0 +1,436 @@
+"""Mixed fleets: our MultiKueue manager and worker_agent next to upstream Kueue (KUEUE_VERSION of
+hack/versions.env), each fleet started with `localfleet up --setup-multikueue --upstream-kueue ...`
+and driven with kubectl on the manager, as a user would.
+
+Our manager, worker1 upstream Kueue, worker2 ours (one fleet for the class):
+1. a batch/v1 Job runs on the upstream worker; Admitted, clusterName and Finished show on the
+   manager's Workload, the Job's completion on the manager's Job;
+2. the sample LeaderWorkerSet runs on the upstream worker; every group's Workload on the manager is
+   admitted there;
+3. a batch of Jobs larger than one worker spreads over both workers.
+
+Upstream's manager, worker1 ours (a second fleet, started after the first is down):
+4. a Job and the sample LWS dispatched to our worker. Upstream v0.19's manager talks v1beta2 to its
+   workers, which our CRDs serve (storage version) next to v1beta1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kube_runtime import api
+
+pytestmark = pytest.mark.realcluster
+
+REPO = Path(__file__).resolve().parents[2]
+LOCALFLEET = REPO / "hack" / "localfleet.py"
+SAMPLE_LWS = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
+MANAGER = "manager"
+NAMESPACE = "default"
+QUEUE = "user-queue"
+CLUSTER_QUEUE = "cluster-queue"
+CHECK = "sample-multikueue"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+# kwok completes a Job's pod 1-6 s after it is Ready, unless the pod carries this annotation.
+KEEP_RUNNING = "kueue-federation.dev/keep-running"
+UPSTREAM_WORKER = "worker1"
+
+
+@dataclass
+class Fleet:
+    """One fleet, read from its state.json; every call is one kubectl."""
+
+    run_dir: Path
+    state: dict
+    kubectl_binary: str
+    workers: list[str] = field(default_factory=list)
+
+    def kubectl(self, cluster: str, *args: str, input: str | None = None, check: bool = True) -> str:
+        res = subprocess.run(
+            [
+                self.kubectl_binary,
+                "--kubeconfig",
+                self.state["clusters"][cluster]["kubeconfig"],
+                "--request-timeout=30s",
+                *args,
+            ],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check and res.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} on {cluster} failed: {res.stderr}")
+        return res.stdout
+
+    def json(self, cluster: str, *args: str) -> dict:
+        return json.loads(self.kubectl(cluster, *args, "-o", "json"))
+
+    def items(self, cluster: str, kind: str, *args: str) -> list[dict]:
+        found = self.json(cluster, "get", kind, "-n", NAMESPACE, *args)["items"]
+        return [o for o in found if not o["metadata"].get("deletionTimestamp")]
+
+    def get(self, cluster: str, kind: str, name: str) -> dict | None:
+        out = self.kubectl(cluster, "get", kind, name, "-n", NAMESPACE, "--ignore-not-found", "-o", "json")
+        return json.loads(out) if out.strip() else None
+
+    def create(self, cluster: str, *objects: dict) -> None:
+        body = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+        self.kubectl(cluster, "create", "-f", "-", input=json.dumps(body))
+
+
+@contextlib.contextmanager
+def fleet_with(prefix: str, *up_args: str):
+    """A fleet of its own, MultiKueue set up, always torn down when the block ends."""
+    run_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/dev/shm"))
+    base = [sys.executable, str(LOCALFLEET), "--dir", str(run_dir)]
+    try:
+        up = subprocess.run(
+            [*base, "up", "--setup-multikueue", "--no-sample", "--no-smoke", *up_args],
+            capture_output=True,
+            text=True,
+        )
+        if up.returncode != 0:
+            raise AssertionError(f"localfleet up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}")
+        state = json.loads((run_dir / "state.json").read_text())
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kueue-federation"
+        kubectl = cache / "bin" / f"kubernetes-v{state['versions']['K8S_VERSION']}" / "kubectl"
+        workers = [n for n, c in state["clusters"].items() if c["role"] == "worker"]
+        yield Fleet(run_dir, state, str(kubectl), workers)
+    finally:
+        keep = os.environ.get("INTEROP_E2E_LOGS")  # a directory to keep the processes' logs in
+        if keep:
+            for log in run_dir.glob("*/*.log"):
+                target = Path(keep) / run_dir.name / f"{log.parent.name}-{log.name}"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(log.read_bytes())
+        subprocess.run([*base, "down"], capture_output=True)
+
+
+@pytest.fixture(scope="class")
+def mixed():
+    """Our manager; worker1 runs upstream Kueue, worker2 our worker_agent."""
+    with fleet_with("kf-interop-mixed-", "--workers", "2", "--upstream-kueue", UPSTREAM_WORKER) as fleet:
+        assert "upstreamKueue" in fleet.state["clusters"][UPSTREAM_WORKER]
+        assert "agent" in fleet.state["clusters"]["worker2"]
+        assert "manager" in fleet.state["clusters"][MANAGER]
+        yield fleet
+
+
+@pytest.fixture(scope="class")
+def upstream_manager():
+    """Upstream Kueue (with its MultiKueue manager) on the manager; worker1 runs our worker_agent."""
+    with fleet_with("kf-interop-upmgr-", "--workers", "1", "--upstream-kueue", MANAGER) as fleet:
+        assert "upstreamKueue" in fleet.state["clusters"][MANAGER]
+        assert "agent" in fleet.state["clusters"]["worker1"]
+        yield fleet
+
+
+# -- waiting and reading --------------------------------------------------------------------------
+
+
+def wait_until(what: str, check, timeout: float = 90.0, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+        time.sleep(interval)
+
+
+@dataclass
+class NotYet:
+    """A falsy check result that keeps what was seen: wait_until shows the last one."""
+
+    seen: object
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:5]}"
+
+
+def condition(obj: dict, ctype: str) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == ctype), {})
+
+
+def is_true(obj: dict, ctype: str) -> bool:
+    return condition(obj, ctype).get("status") == "True"
+
+
+def check_state(wl: dict) -> dict:
+    return next((s for s in (wl.get("status") or {}).get("admissionChecks") or () if s["name"] == CHECK), {})
+
+
+def cluster_name(wl: dict) -> str:
+    return (wl.get("status") or {}).get("clusterName") or ""
+
+
+def summary(workloads: list[dict]) -> list[tuple]:
+    return [
+        (
+            wl["metadata"]["name"],
+            cluster_name(wl),
+            check_state(wl).get("state"),
+            check_state(wl).get("message"),
+        )
+        for wl in workloads
+    ]
+
+
+def owned_workloads(fleet: Fleet, cluster: str, kind: str, name: str) -> list[dict]:
+    """The Workloads of the job object `kind`/`name`: by owner reference (a Job's) or by the
+    job-owner-name annotation (an LWS group's)."""
+    found = []
+    for wl in fleet.items(cluster, "workloads"):
+        owners = wl["metadata"].get("ownerReferences") or ()
+        annotations = wl["metadata"].get("annotations") or {}
+        if any(o["kind"] == kind and o["name"] == name for o in owners) or (
+            annotations.get(api.ANNOTATION_JOB_OWNER_NAME) == name
+        ):
+            found.append(wl)
+    return found
+
+
+def job(name: str, cpu: str = "1", keep_running: bool = False) -> dict:
+    template: dict = {
+        "spec": {
+            "containers": [{"name": "c", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": cpu}}}],
+            "restartPolicy": "Never",
+        }
+    }
+    if keep_running:
+        template["metadata"] = {"annotations": {KEEP_RUNNING: "true"}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {api.LABEL_QUEUE_NAME: QUEUE}},
+        "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": template},
+    }
+
+
+def sample_lws(name: str) -> dict:
+    if not SAMPLE_LWS.is_file():
+        pytest.skip(f"no sample LeaderWorkerSet at {SAMPLE_LWS}")
+    sample = yaml.safe_load(SAMPLE_LWS.read_text())
+    sample["metadata"].update(name=name, namespace=NAMESPACE)
+    assert sample["spec"]["replicas"] == 2
+    return sample
+
+
+def cpu_quota_patch(cq: dict, cpu: str) -> str:
+    resources = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    index = next(i for i, r in enumerate(resources) if r["name"] == "cpu")
+    path = f"/spec/resourceGroups/0/flavors/0/resources/{index}/nominalQuota"
+    return json.dumps([{"op": "replace", "path": path, "value": cpu}])
+
+
+@contextlib.contextmanager
+def only_worker_with_quota(fleet: Fleet, worker: str):
+    """Every other worker's cluster-queue has no cpu quota for the block: all work lands on `worker`."""
+    originals = {}
+    try:
+        for other in fleet.workers:
+            if other == worker:
+                continue
+            cq = fleet.json(other, "get", "clusterqueue", CLUSTER_QUEUE)
+            originals[other] = cq
+            fleet.kubectl(
+                other, "patch", "clusterqueue", CLUSTER_QUEUE, "--type=json", "-p", cpu_quota_patch(cq, "0")
+            )
+        yield
+    finally:
+        for other, cq in originals.items():
+            cpu = next(
+                r["nominalQuota"]
+                for r in cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+                if r["name"] == "cpu"
+            )
+            fleet.kubectl(
+                other, "patch", "clusterqueue", CLUSTER_QUEUE, "--type=json", "-p", cpu_quota_patch(cq, cpu)
+            )
+
+
+def delete_and_wait(fleet: Fleet, kind: str, names: list[str], timeout: float = 90) -> None:
+    """Delete job objects on the manager; wait until no worker keeps a copy."""
+    for name in names:
+        fleet.kubectl(MANAGER, "delete", kind, name, "-n", NAMESPACE, "--ignore-not-found", "--wait=false")
+
+    def gone() -> bool:
+        return all(fleet.get(w, kind, n) is None for w in fleet.workers for n in names)
+
+    wait_until(f"{kind} {', '.join(names)} gone from every worker", gone, timeout=timeout, interval=1)
+
+
+# -- our manager, an upstream worker ------------------------------------------------------------
+
+
+class TestOurManagerWithAnUpstreamWorker:
+    def test_a_job_runs_on_the_upstream_worker_and_its_status_is_mirrored(self, mixed):
+        name = unique("job")
+        seen_on_worker: list[dict] = []
+
+        def finished():
+            copies = owned_workloads(mixed, UPSTREAM_WORKER, "Job", name)
+            seen_on_worker.extend(c for c in copies if is_true(c, "Admitted"))
+            found = owned_workloads(mixed, MANAGER, "Job", name)
+            if len(found) == 1 and is_true(found[0], "Finished"):
+                return found[0]
+            return NotYet(summary(found))
+
+        with only_worker_with_quota(mixed, UPSTREAM_WORKER):
+            mixed.create(MANAGER, job(name))
+            wl = wait_until(f"Job {name}'s Workload Finished on the manager", finished, interval=0.3)
+        assert cluster_name(wl) == UPSTREAM_WORKER
+        assert is_true(wl, "Admitted")
+        assert check_state(wl)["state"] == "Ready"
+        assert check_state(wl)["message"] == f'The workload was admitted on "{UPSTREAM_WORKER}"'
+        assert seen_on_worker, f"upstream Kueue on {UPSTREAM_WORKER} never admitted the Workload copy"
+        assert seen_on_worker[0]["status"]["admission"]["clusterQueue"] == CLUSTER_QUEUE
+        local_job = wait_until(
+            "the manager's Job Complete (mirrored from the worker)",
+            lambda: (j := mixed.get(MANAGER, "jobs", name)) and is_true(j, "Complete") and j,
+        )
+        assert local_job["status"]["succeeded"] == 1
+        assert mixed.get("worker2", "jobs", name) is None
+        delete_and_wait(mixed, "jobs", [name])
+
+    def test_the_sample_lws_runs_on_the_upstream_worker(self, mixed):
+        name = unique("sample")
+        lws = sample_lws(name)
+        replicas, size = lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]
+
+        def admitted_there():
+            found = owned_workloads(mixed, MANAGER, "LeaderWorkerSet", name)
+            placed = [
+                wl
+                for wl in found
+                if check_state(wl).get("state") == "Ready" and cluster_name(wl) == UPSTREAM_WORKER
+            ]
+            return found if len(found) == replicas == len(placed) else NotYet(summary(found))
+
+        with only_worker_with_quota(mixed, UPSTREAM_WORKER):
+            mixed.create(MANAGER, lws)
+            members = wait_until(f"both groups admitted on {UPSTREAM_WORKER}", admitted_there)
+        for wl in members:
+            assert is_true(wl, "Admitted")
+            assert check_state(wl)["message"] == f'The workload was admitted on "{UPSTREAM_WORKER}"'
+        remote = wait_until(
+            f"readyReplicas={replicas} on {UPSTREAM_WORKER}",
+            lambda: (
+                (r := mixed.get(UPSTREAM_WORKER, "lws", name))
+                and (r.get("status") or {}).get("readyReplicas") == replicas
+                and r
+            ),
+        )
+        assert remote["spec"]["replicas"] == replicas
+        copies = owned_workloads(mixed, UPSTREAM_WORKER, "LeaderWorkerSet", name)
+        assert len(copies) == replicas and all(is_true(c, "Admitted") for c in copies)
+        pods = mixed.items(UPSTREAM_WORKER, "pods", "-l", f"leaderworkerset.sigs.k8s.io/name={name}")
+        assert sum(1 for p in pods if p["status"].get("phase") == "Running") == replicas * size
+        wait_until(
+            "the manager's LWS shows the worker's readyReplicas",
+            lambda: (
+                ((mixed.get(MANAGER, "lws", name) or {}).get("status") or {}).get("readyReplicas") == replicas
+            ),
+        )
+        assert mixed.get("worker2", "lws", name) is None
+        delete_and_wait(mixed, "lws", [name])
+
+    def test_a_batch_of_jobs_spreads_over_both_workers(self, mixed):
+        # 7 CPU each, never finishing: a worker's 32 CPU hold 4, so 8 need both workers.
+        names = [unique("spread") for _ in range(8)]
+        mixed.create(MANAGER, *(job(n, cpu="7", keep_running=True) for n in names))
+
+        def all_placed():
+            found = [wl for n in names for wl in owned_workloads(mixed, MANAGER, "Job", n)]
+            placed = [wl for wl in found if check_state(wl).get("state") == "Ready" and cluster_name(wl)]
+            return placed if len(placed) == len(names) else NotYet(summary(found))
+
+        try:
+            placed = wait_until("all 8 Jobs admitted on a worker", all_placed, timeout=120)
+            per_worker = {w: sum(1 for wl in placed if cluster_name(wl) == w) for w in mixed.workers}
+            assert per_worker[UPSTREAM_WORKER] > 0 and per_worker["worker2"] > 0, per_worker
+            assert sum(per_worker.values()) == len(names)
+            for worker in mixed.workers:
+                running = [j for j in mixed.items(worker, "jobs") if j["metadata"]["name"] in names]
+                assert len(running) == per_worker[worker], (worker, [j["metadata"]["name"] for j in running])
+        finally:
+            delete_and_wait(mixed, "jobs", names, timeout=120)
+
+
+# -- upstream's manager, our worker ---------------------------------------------------------------
+
+
+class WorkerServesNoV1beta2(AssertionError):
+    """Upstream's manager cannot connect: our worker's CRDs do not serve kueue.x-k8s.io/v1beta2."""
+
+
+def connected(fleet: Fleet, worker: str) -> None:
+    """Upstream's MultiKueueCluster for `worker` becomes Active; WorkerServesNoV1beta2 when it says
+    that the worker serves no v1beta2 (its first discovery fails on it)."""
+
+    def active():
+        mkc = fleet.json(MANAGER, "get", "multikueuecluster", worker)
+        message = condition(mkc, "Active").get("message", "")
+        if "kueue.x-k8s.io/v1beta2" in message:
+            raise WorkerServesNoV1beta2(f"MultiKueueCluster {worker}: {message}")
+        return is_true(mkc, "Active") or NotYet(condition(mkc, "Active"))
+
+    wait_until(f"MultiKueueCluster {worker} Active", active, timeout=60)
+
+
+class TestUpstreamManagerWithOurWorker:
+    def test_a_job_dispatched_by_upstream_runs_on_our_worker(self, upstream_manager):
+        fleet, worker = upstream_manager, "worker1"
+        connected(fleet, worker)
+        name = unique("job")
+        fleet.create(MANAGER, job(name))
+
+        def finished():
+            found = owned_workloads(fleet, MANAGER, "Job", name)
+            return found[0] if len(found) == 1 and is_true(found[0], "Finished") else NotYet(summary(found))
+
+        wl = wait_until(f"Job {name}'s Workload Finished on the manager", finished)
+        assert cluster_name(wl) == worker
+        assert is_true(wl, "Admitted")
+        assert check_state(wl)["message"] == f'The workload was admitted on "{worker}"'
+        delete_and_wait(fleet, "jobs", [name])
+
+    def test_the_sample_lws_dispatched_by_upstream_runs_on_our_worker(self, upstream_manager):
+        fleet, worker = upstream_manager, "worker1"
+        connected(fleet, worker)
+        name = unique("sample")
+        lws = sample_lws(name)
+        replicas = lws["spec"]["replicas"]
+        fleet.create(MANAGER, lws)
+
+        def admitted_there():
+            found = owned_workloads(fleet, MANAGER, "LeaderWorkerSet", name)
+            placed = [wl for wl in found if is_true(wl, "Admitted") and cluster_name(wl) == worker]
+            return found if len(found) == replicas == len(placed) else NotYet(summary(found))
+
+        wait_until(f"both groups admitted on {worker}", admitted_there)
+        wait_until(
+            f"readyReplicas={replicas} on {worker}",
+            lambda: (
+                ((fleet.get(worker, "lws", name) or {}).get("status") or {}).get("readyReplicas") == replicas
+            ),
+        )
+        delete_and_wait(fleet, "lws", [name])

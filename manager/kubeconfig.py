@@ -159,10 +159,22 @@ def _parse(raw: bytes | str) -> dict:
     try:
         config = yaml.safe_load(raw)
     except yaml.YAMLError as e:
-        raise _unparsable(" ".join(str(e).split())) from None
+        raise _unparsable(_yaml_error_text(e)) from None
     if not isinstance(config or {}, dict):
         raise _unparsable("a kubeconfig must be a YAML or JSON object")
     return config or {}
+
+
+def _yaml_error_text(error: yaml.YAMLError) -> str:
+    """Go's `yaml: line N: <problem>`, without PyYAML's excerpt of the offending line: that line
+    may hold a token or a key, and this text ends in a condition message and in the logs."""
+    problem = getattr(error, "problem", None) or getattr(error, "reason", None) or "invalid YAML"
+    mark = getattr(error, "problem_mark", None)
+    if mark is not None:
+        return f"yaml: line {mark.line + 1}: {' '.join(str(problem).split())}"
+    position = getattr(error, "position", None)
+    where = f" at byte {position}" if isinstance(position, int) else ""
+    return f"yaml: {' '.join(str(problem).split())}{where}"
 
 
 def _named_entries(config: dict, list_key: str) -> dict[str, dict]:
@@ -242,6 +254,32 @@ def _trusted_endpoint(server: str) -> bool:
         return "%" not in host  # Go's net.ParseIP rejects zoned IPv6 addresses
     except ValueError:
         return bool(host) and not fields.dns1123_subdomain_errors(host)
+
+
+def credentials_hint(kubeconfig: dict, now: Any) -> str:
+    """What to renew when a worker answers 401, from the current user of a validated kubeconfig
+    (never its secret material): an expired or not yet valid client certificate, else the token."""
+    contexts = {c.get("name"): c.get("context") or {} for c in kubeconfig.get("contexts") or ()}
+    users = {u.get("name"): u.get("user") or {} for u in kubeconfig.get("users") or ()}
+    user = users.get(contexts.get(kubeconfig.get("current-context"), {}).get("user"), {})
+    if user.get("client-certificate-data"):
+        from cryptography import x509
+
+        try:
+            cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
+        except ValueError:
+            return "the client certificate is not a PEM certificate"
+        stamp = "%Y-%m-%dT%H:%M:%SZ"
+        if cert.not_valid_after_utc < now:
+            return f"the client certificate expired at {cert.not_valid_after_utc.strftime(stamp)}"
+        if cert.not_valid_before_utc > now:
+            return f"the client certificate is not valid before {cert.not_valid_before_utc.strftime(stamp)}"
+        return "the worker does not trust the client certificate"
+    if user.get("token"):
+        return "the worker does not accept the token (expired or revoked?)"
+    if user.get("exec"):
+        return "the worker does not accept the exec plugin's credentials"
+    return "the kubeconfig has no credentials for the current user"
 
 
 # ------------------------------------------------------------------------------------------------

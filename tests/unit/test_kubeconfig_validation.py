@@ -727,3 +727,66 @@ def test_invalid_rest_config_from_profile(profile_cluster, error):
         assert failure.error.startswith("failed to parse kubeconfig(apiconfig): ")
     else:
         assert failure.error == error
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "users:\n- name: x\n  user:\n    token: abc: secret-token-123\n",
+        "users: [{name: x, user: {token: secret-token-123}\n",
+        b"users: secret-token-123\n\xff",
+    ],
+)
+def test_parse_errors_do_not_quote_the_kubeconfig(raw):
+    """The text goes to the Active condition and to the logs: no excerpt of a line with a token."""
+    error = insecure(raw)
+    assert error.startswith("failed to parse kubeconfig(apiconfig): yaml: "), error
+    assert "secret-token" not in error
+
+
+def test_parse_errors_name_the_line():
+    assert insecure("users:\n- name: x\n  user:\n    token: abc: d\n") == (
+        "failed to parse kubeconfig(apiconfig): yaml: line 4: mapping values are not allowed here"
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# What to renew when the worker answers 401
+
+
+def _self_signed(not_before, not_after) -> str:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kueue-multikueue")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .sign(key, hashes.SHA256())
+    )
+    return base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def test_credentials_hint_names_an_expired_or_early_certificate_or_the_token():
+    import datetime as dt
+
+    now = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
+    day = dt.timedelta(days=1)
+    expired = kubeconfig(**{"client-certificate-data": _self_signed(now - 2 * day, now - day)})
+    assert kc.credentials_hint(expired, now) == "the client certificate expired at 2026-01-09T00:00:00Z"
+    early = kubeconfig(**{"client-certificate-data": _self_signed(now + day, now + 2 * day)})
+    not_yet = "the client certificate is not valid before 2026-01-11T00:00:00Z"
+    assert kc.credentials_hint(early, now) == not_yet
+    valid = kubeconfig(**{"client-certificate-data": _self_signed(now - day, now + day)})
+    assert kc.credentials_hint(valid, now) == "the worker does not trust the client certificate"
+    token = kubeconfig(token="secret-token")
+    assert kc.credentials_hint(token, now) == "the worker does not accept the token (expired or revoked?)"
+    assert "secret-token" not in kc.credentials_hint(token, now)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 from collections.abc import Callable, Iterable
@@ -20,10 +21,11 @@ import aiohttp
 import structlog
 
 from kube_runtime import api, conversion
-from kube_runtime.client import ConnectionLost, KubeClient
+from kube_runtime.client import ConnectionLost, KubeClient, NotFound, Unauthorized
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import format_time
 from kube_runtime.informer import Informer, object_key
+from manager import kubeconfig as creds
 
 log = structlog.get_logger("manager.remote")
 
@@ -134,7 +136,7 @@ class RemoteClient:
         try:
             await self._connect(kubeconfig)
         except Exception as exc:  # any failure: count it and back off
-            self._last_error = describe_error(exc, self.server)
+            self._last_error = describe_error(exc, self.server, kubeconfig, self.clock.now())
             self.mark_disconnected()
             await self.stop_watches()
             self.failed_attempts += 1
@@ -211,6 +213,14 @@ class RemoteClient:
                 f"manager speaks ({api.go_list(conversion.VERSIONS)})"
             )
         log.info("Kueue API version on the worker", cluster=self.name, version=chosen)
+        # A group can be served while one of its CRDs is missing (deleted, or a partial install):
+        # name that resource instead of failing later with the informer's bare 404.
+        for resource, _ in self._watched:
+            wire = dataclasses.replace(resource, version=chosen) if resource.group == api.GROUP else resource
+            if not await _serves(kube, wire):
+                install = "install Kueue's CRDs there" if resource.group == api.GROUP else "install it there"
+                served = f"{wire.plural}.{wire.group or 'core'}/{wire.version}"
+                raise ConnectError(f"the worker does not serve {served}: {install}")
 
     def _handler(self, keys_for: Callable[[Obj], list[str]]) -> Callable[[Obj], None]:
         def handle(obj: Obj) -> None:
@@ -239,11 +249,25 @@ class RemoteClient:
         await self.stop_watches()
 
 
-def describe_error(exc: BaseException, server: str) -> str:
+async def _serves(kube: KubeClient, resource: api.Resource) -> bool:
+    """Whether the server's discovery lists `resource` in its group-version."""
+    try:
+        doc = await kube.request("GET", resource.group_prefix)
+    except NotFound:
+        return False
+    return any(r.get("name") == resource.plural for r in (doc or {}).get("resources") or ())
+
+
+def describe_error(
+    exc: BaseException, server: str, kubeconfig: Obj | None = None, now: dt.datetime | None = None
+) -> str:
     """A stable, readable text for a failed connection (it becomes the `Active` message, which is
     rewritten only when it changes): the transport's cause without object addresses."""
     cause = exc.__cause__ if isinstance(exc, ConnectionLost) and exc.__cause__ is not None else exc
     prefix = f"{server}: " if server else ""
+    if isinstance(cause, Unauthorized):
+        hint = creds.credentials_hint(kubeconfig or {}, now or dt.datetime.now(dt.UTC))
+        return f"{prefix}the worker rejected the kubeconfig's credentials (401 Unauthorized): {hint}"
     if isinstance(cause, aiohttp.ClientConnectorCertificateError):
         return f"{prefix}x509: certificate verification failed: {cause.certificate_error.verify_message}"
     if isinstance(cause, aiohttp.ClientConnectorError):

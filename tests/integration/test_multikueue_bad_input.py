@@ -1,0 +1,319 @@
+"""Bad input to MultiKueue (issue 12): broken or unsafe worker kubeconfigs, credentials a worker
+rejects, a MultiKueueConfig naming missing clusters, a worker without our Workload CRD (or with
+one of another version), an LWS no worker can fit. Each gets its documented condition or message
+while a healthy worker in the same test keeps admitting (docs/reliability.md, "Bad input")."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+from admission_kit import consistently
+from multikueue_kit import CONFIG_NAMESPACE, check_state, condition, eventually, mk_job, multikueue
+
+from kube_runtime import api
+from kube_runtime.client import KubeClient, NotFound
+
+pytestmark = pytest.mark.realcluster
+
+SECRET_MARKER = "not-a-real-token-4d1f"  # a value that must never reach a condition or a log
+
+
+def load_path(env, worker: str) -> dict:
+    return yaml.safe_load(env.worker_kubeconfig_text(worker))
+
+
+def expired_client_cert_kubeconfig(fleet, good: dict) -> dict:
+    """`good` with a client certificate the fleet's CA signed, for the same user, expired yesterday."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    pki = Path(fleet.state["runDir"]) / "pki"
+    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kueue-multikueue")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=2))
+        .not_valid_after(now - dt.timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    config = yaml.safe_load(yaml.safe_dump(good))
+    config["users"][0]["user"] = {
+        "client-certificate-data": base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode(),
+        "client-key-data": base64.b64encode(key_pem).decode(),
+    }
+    return config
+
+
+async def put_raw_secret(env, name: str, data: dict[str, str]) -> None:
+    await env.create(
+        env.manager_kube,
+        api.SECRET,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": CONFIG_NAMESPACE},
+            "stringData": data,
+        },
+    )
+
+
+async def use_clusters(env, names: list[str]) -> None:
+    await env.manager_kube.patch_merge(api.MULTIKUEUE_CONFIG, env.config_name, {"spec": {"clusters": names}})
+
+
+def cluster_state_is(env, name: str, expected: tuple[str, str, str]):
+    async def check():
+        return await env.cluster_active(name) == expected or None
+
+    return check
+
+
+async def admitted_on_a_worker(env, job: str) -> str:
+    """Submit a Job on the manager; the MultiKueueCluster whose worker admitted it."""
+    await env.manager_kube.create(api.JOB, mk_job(job), namespace=env.namespace)
+
+    async def ready():
+        wl = await env.job_workload(job)
+        state = check_state(wl, env.check)
+        return wl["status"]["clusterName"] if state and state["state"] == "Ready" else None
+
+    return await eventually(ready, timeout=40)
+
+
+async def test_broken_kubeconfig_secrets_and_missing_clusters_leave_a_healthy_worker_admitting(
+    fleet, kube, namespace
+):
+    async with multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env:
+        (good,) = env.clusters
+        good_config = load_path(env, "worker1")
+        cluster_name = good_config["clusters"][0]["name"]
+
+        def variant(change) -> str:
+            config = yaml.safe_load(yaml.safe_dump(good_config))
+            change(config)
+            return yaml.safe_dump(config)
+
+        exec_plugin = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/true"}}
+        secrets = {
+            # A token line that is not YAML: the parse error must not quote it.
+            "notyaml": f"users:\n- name: x\n  user:\n    token: {SECRET_MARKER}: x\n",
+            "exec": variant(lambda c: c["users"][0].update(user=exec_plugin)),
+            "tokenfile": variant(lambda c: c["users"][0].update(user={"tokenFile": "/var/run/token"})),
+            "insecure": variant(
+                lambda c: c["clusters"][0]["cluster"].update({"insecure-skip-tls-verify": True})
+            ),
+        }
+        expected = {
+            "notyaml": (
+                "InsecureKubeConfig",
+                "failed to parse kubeconfig(apiconfig): yaml: line 4: mapping values are not allowed here",
+            ),
+            "exec": ("InsecureKubeConfig", "exec plugins are not allowed"),
+            "tokenfile": ("InsecureKubeConfig", "tokenFile is not allowed"),
+            "insecure": (
+                "InsecureKubeConfig",
+                f"insecure TLS verification is not allowed for cluster {cluster_name}",
+            ),
+            "nokey": ("BadKubeConfig", f'key "kubeconfig" not found in secret "{env.prefix}-nokey-secret"'),
+        }
+        for kind, text in secrets.items():
+            await env.put_secret(f"{env.prefix}-{kind}-secret", text)
+        # The kubeconfig under another key, as `kubectl create secret --from-file=config` would store it.
+        await put_raw_secret(
+            env, f"{env.prefix}-nokey-secret", {"config": env.worker_kubeconfig_text("worker1")}
+        )
+        bad = sorted(f"{env.prefix}-{kind}" for kind in expected)
+        for name in bad:
+            await env.add_cluster(name)
+        missing = f"{env.prefix}-never-created"
+        await use_clusters(env, [good, *bad, missing])
+
+        for kind, (reason, error) in expected.items():
+            message = f"load client config failed: {error}"
+            await eventually(cluster_state_is(env, f"{env.prefix}-{kind}", ("False", reason, message)))
+        mkc = await env.get(kube, api.MULTIKUEUE_CLUSTER, f"{env.prefix}-notyaml")
+        assert SECRET_MARKER not in str(mkc["status"])
+        assert await env.cluster_active(good) == ("True", "Active", "Connected")
+        check_message = f"Missing clusters: [{missing}], Inactive clusters: [{' '.join(bad)}]"
+        assert await eventually(
+            lambda: _equals(env.check_active(), ("True", "SomeActiveClusters", check_message))
+        )
+        assert await admitted_on_a_worker(env, "healthy") == good
+
+        # Fixing one Secret in place brings its cluster up without a restart.
+        await env.put_secret(f"{env.prefix}-exec-secret", env.worker_kubeconfig_text("worker1"))
+        await eventually(cluster_state_is(env, f"{env.prefix}-exec", ("True", "Active", "Connected")))
+
+
+async def _equals(awaitable, expected):
+    return await awaitable == expected
+
+
+async def test_credentials_the_worker_rejects_are_named_in_the_condition(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env:
+        (good,) = env.clusters
+        good_config = load_path(env, "worker1")
+        expired = expired_client_cert_kubeconfig(fleet, good_config)
+        token = yaml.safe_load(yaml.safe_dump(good_config))
+        token["users"][0]["user"] = {"token": SECRET_MARKER}
+        await env.put_secret(f"{env.prefix}-expired-secret", yaml.safe_dump(expired))
+        await env.put_secret(f"{env.prefix}-token-secret", yaml.safe_dump(token))
+        for kind in ("expired", "token"):
+            await env.add_cluster(f"{env.prefix}-{kind}")
+        await use_clusters(env, [good, f"{env.prefix}-expired", f"{env.prefix}-token"])
+
+        server = good_config["clusters"][0]["cluster"]["server"]
+        not_after = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%d")
+        hints = {
+            "expired": f"the client certificate expired at {not_after}T",
+            "token": "the worker does not accept the token (expired or revoked?)",
+        }
+        for kind, hint in hints.items():
+
+            async def rejected(name=f"{env.prefix}-{kind}"):
+                state = await env.cluster_active(name)
+                return state if state and state[1] == "ClientConnectionFailed" else None
+
+            status, _, message = await eventually(rejected, timeout=30)
+            assert status == "False"
+            prefix = f"{server}: the worker rejected the kubeconfig's credentials (401 Unauthorized): "
+            assert message.startswith(prefix + hint), message
+            assert "; connection attempts: 1, next connection attempt: " in message
+            assert SECRET_MARKER not in message
+        assert await admitted_on_a_worker(env, "healthy") == good
+
+
+async def test_a_worker_without_our_workload_crd_is_inactive_until_it_is_back(fleet, kube, namespace):
+    """worker2 loses the Workload CRD, then serves a Workload CRD of another version only, then
+    gets ours back; worker1 admits throughout. (No worker_agent runs on worker2 in this test.)"""
+    crd_name = f"{api.WORKLOAD.plural}.{api.GROUP}"
+    async with (
+        multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env,
+        await KubeClient.from_kubeconfig_file(fleet.kubeconfig("worker2")) as worker2,
+    ):
+        (good,) = env.clusters
+        crd = await worker2.get(api.CUSTOM_RESOURCE_DEFINITION, crd_name)
+        if "v1beta2" not in _versions(crd):
+            pytest.fail(f"worker2's {crd_name} serves {_versions(crd)}: restore it before running this test")
+        await env.put_secret(f"{env.prefix}-nocrd-secret", env.worker_kubeconfig_text("worker2"))
+        try:
+            await _delete_crd(worker2, crd_name)
+            nocrd = f"{env.prefix}-nocrd"
+            await env.add_cluster(nocrd)
+            await use_clusters(env, [good, nocrd])
+            missing = f"the worker does not serve workloads.{api.GROUP}/v1beta2: install Kueue's CRDs there"
+
+            async def inactive_with(text):
+                state = await env.cluster_active(nocrd)
+                return (
+                    state
+                    if state and state[1] == "ClientConnectionFailed" and state[2].startswith(text)
+                    else None
+                )
+
+            await eventually(lambda: inactive_with(missing), timeout=30)
+            assert await admitted_on_a_worker(env, "healthy") == good
+
+            # A Workload CRD that serves only an older version: the same clear message.
+            await worker2.create(api.CUSTOM_RESOURCE_DEFINITION, _alpha_workload_crd(crd))
+
+            async def alpha_served():
+                found = await env.get(worker2, api.CUSTOM_RESOURCE_DEFINITION, crd_name)
+                established = condition(found, "Established")
+                return established and established["status"] == "True"
+
+            await eventually(alpha_served)
+            await consistently(lambda: inactive_with(missing), duration=2)
+            await _delete_crd(worker2, crd_name)
+        finally:
+            await _restore_crd(worker2, crd)
+        # Back: connected again after the reconnect backoff (5 s, 10 s, ...).
+        await eventually(cluster_state_is(env, nocrd, ("True", "Active", "Connected")), timeout=60)
+
+
+def _versions(crd: dict) -> list[str]:
+    return [v["name"] for v in crd["spec"]["versions"]]
+
+
+async def _restore_crd(kube: KubeClient, saved: dict) -> None:
+    """Whatever the test left (nothing, the stand-in, or the original), end with the original."""
+    name = saved["metadata"]["name"]
+    found = await _get_or_none(kube, api.CUSTOM_RESOURCE_DEFINITION, name)
+    if found is not None and _versions(found) == _versions(saved):
+        return
+    if found is not None:
+        await _delete_crd(kube, name)
+    await kube.create(api.CUSTOM_RESOURCE_DEFINITION, _fresh(saved))
+
+
+async def _get_or_none(kube: KubeClient, resource: api.Resource, name: str) -> dict | None:
+    try:
+        return await kube.get(resource, name)
+    except NotFound:
+        return None
+
+
+def _fresh(obj: dict) -> dict:
+    meta = obj["metadata"]
+    kept = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": kept, "spec": obj["spec"]}
+
+
+def _alpha_workload_crd(crd: dict) -> dict:
+    alpha = _fresh(crd)
+    alpha["spec"] = {
+        "group": crd["spec"]["group"],
+        "names": crd["spec"]["names"],
+        "scope": crd["spec"]["scope"],
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    }
+    return alpha
+
+
+async def _delete_crd(kube: KubeClient, name: str) -> None:
+    """Delete a CRD and wait until it is gone (its objects go with it: release their finalizers)."""
+    try:
+        items, _ = await kube.list(api.WORKLOAD)
+    except NotFound:  # the v1alpha1 stand-in serves no v1beta2 Workloads
+        items = []
+    for wl in items:
+        if wl["metadata"].get("finalizers"):
+            try:
+                await kube.patch_merge(
+                    api.WORKLOAD,
+                    wl["metadata"]["name"],
+                    {"metadata": {"finalizers": None}},
+                    wl["metadata"]["namespace"],
+                )
+            except NotFound:
+                pass
+    await kube.delete(api.CUSTOM_RESOURCE_DEFINITION, name)
+
+    async def gone():
+        return await _get_or_none(kube, api.CUSTOM_RESOURCE_DEFINITION, name) is None
+
+    await eventually(gone, timeout=60)

@@ -58,3 +58,17 @@ async def test_a_raising_check_fails_readiness():
         async with aiohttp.ClientSession() as session:
             async with session.get(f"http://127.0.0.1:{server.port}/readyz") as resp:
                 assert resp.status == 500 and "[-]broken failed" in await resp.text()
+
+
+async def test_servers_listen_only_where_configured():
+    """`0` binds nothing; `127.0.0.1:0` binds the loopback address only, never every interface."""
+    from kube_runtime.httpserver import start_servers
+
+    registry = CollectorRegistry()
+    assert await start_servers(["0", ""], registry, lambda: True) == []
+    (server,) = await start_servers(["0", "127.0.0.1:0"], registry, lambda: True)
+    try:
+        bound = [s.getsockname()[0] for site in server._runner.sites for s in site._server.sockets]
+        assert bound == ["127.0.0.1"]
+    finally:
+        await server.stop()

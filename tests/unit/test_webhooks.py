@@ -731,3 +731,58 @@ async def test_lws_pods_reach_their_lws_through_the_statefulset():
     )
     server = WebhookServer(denied_api, CONFIG, NO_CACHES, None, namespace_labels={NS: {}})  # type: ignore[arg-type]
     assert await server.managed_ancestor(member, NS) is False
+
+
+async def test_server_refuses_plain_http_and_malformed_reviews_and_stays_up(tmp_path):
+    """What the webhook server refuses (docs/reliability.md, "Security"): plain HTTP (no TLS
+    handshake, no answer), a body that is not an AdmissionReview or ConversionReview (400), a
+    conversion to a version it does not serve (result Failure); a good review is answered after."""
+    config = parse_config(
+        {
+            "webhook": {"host": "127.0.0.1", "port": 0, "certDir": str(tmp_path)},
+            "internalCertManagement": {"enable": False},
+        }
+    )
+    bundle = certs.renew(None, [], ["127.0.0.1"], dt.datetime.now(dt.UTC))
+    certs.write_cert_files(tmp_path, bundle)
+    server = WebhookServer(
+        None,  # type: ignore[arg-type]
+        config,
+        NO_CACHES,
+        certs.FileCerts(config),
+        namespace_labels={NS: {}},
+    )
+    await server.start()
+    try:
+        context = ssl.create_default_context(cadata=bundle.ca_cert.decode())
+        base = f"127.0.0.1:{server.port}"
+        mutate, convert_path = api.WEBHOOK_PATH_MUTATE_JOB, "/convert"
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(aiohttp.ClientError):
+                async with session.post(f"http://{base}{mutate}", json={}) as resp:
+                    await resp.read()
+            for path in (mutate, convert_path):
+                for body in (b"not json", b"[1, 2]", b'"a string"', b"{}" if path == mutate else b"[]"):
+                    async with session.post(f"https://{base}{path}", data=body, ssl=context) as resp:
+                        assert resp.status == 400, (path, body, resp.status, await resp.text())
+            bad_version = {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "ConversionReview",
+                "request": {"uid": "u1", "desiredAPIVersion": "kueue.x-k8s.io/v1alpha1", "objects": []},
+            }
+            async with session.post(f"https://{base}{convert_path}", json=bad_version, ssl=context) as resp:
+                answer = await resp.json()
+            assert resp.status == 200
+            assert answer["response"]["uid"] == "u1"
+            assert answer["response"]["result"]["status"] == "Failure"
+            assert "cannot convert to 'kueue.x-k8s.io/v1alpha1'" in answer["response"]["result"]["message"]
+            good = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "ok", "operation": "CREATE", "namespace": NS, "object": batch_job({})},
+            }
+            async with session.post(f"https://{base}{mutate}", json=good, ssl=context) as resp:
+                assert resp.status == 200 and (await resp.json())["response"]["allowed"] is True
+        assert server.serving
+    finally:
+        await server.stop()

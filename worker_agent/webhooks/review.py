@@ -28,7 +28,7 @@ class Request:
 
     @classmethod
     def from_review(cls, review: Obj) -> Request:
-        request = review.get("request")
+        request = review.get("request") if isinstance(review, dict) else None
         if not isinstance(request, dict) or not request.get("uid"):
             raise ValueError("not an AdmissionReview request: missing request.uid")
         obj = request.get("object") or {}

@@ -234,6 +234,9 @@ class WebhookServer:
             body = await request.json()
         except (ValueError, json.JSONDecodeError) as exc:
             return web.Response(status=400, text=f"invalid ConversionReview: {exc}\n")
+        if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
+            # As for an AdmissionReview: a body without a request is the caller's error, not a Failure.
+            return web.Response(status=400, text="invalid ConversionReview: missing request\n")
         return web.json_response(convert.review(body))
 
     async def review(self, hook: Hook, req: Request) -> Response:

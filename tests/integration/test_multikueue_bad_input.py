@@ -15,7 +15,7 @@ from admission_kit import consistently
 from multikueue_kit import CONFIG_NAMESPACE, check_state, condition, eventually, mk_job, multikueue
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient, NotFound
+from kube_runtime.client import Invalid, KubeClient, NotFound
 
 pytestmark = pytest.mark.realcluster
 
@@ -83,9 +83,9 @@ def cluster_state_is(env, name: str, expected: tuple[str, str, str]):
     return check
 
 
-async def admitted_on_a_worker(env, job: str) -> str:
+async def admitted_on_a_worker(env, job: str, body: dict | None = None) -> str:
     """Submit a Job on the manager; the MultiKueueCluster whose worker admitted it."""
-    await env.manager_kube.create(api.JOB, mk_job(job), namespace=env.namespace)
+    await env.manager_kube.create(api.JOB, body or mk_job(job), namespace=env.namespace)
 
     async def ready():
         wl = await env.job_workload(job)
@@ -317,3 +317,85 @@ async def _delete_crd(kube: KubeClient, name: str) -> None:
         return await _get_or_none(kube, api.CUSTOM_RESOURCE_DEFINITION, name) is None
 
     await eventually(gone, timeout=60)
+
+
+LWS_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
+
+
+def too_big_lws(name: str, size: int, cpu: str = "1") -> dict:
+    template = {
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]}
+    }
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: "main"}},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": size, "workerTemplate": template}},
+    }
+
+
+async def test_an_lws_larger_than_any_worker_stays_pending_and_is_never_created_on_a_worker(
+    fleet, kube, namespace
+):
+    async with multikueue(fleet, kube, namespace, frameworks=LWS_FRAMEWORKS) as env:
+        await kube.create(api.LEADER_WORKER_SET, too_big_lws("huge", size=6), namespace=namespace)
+        await kube.create(api.LEADER_WORKER_SET, too_big_lws("fits", size=2), namespace=namespace)
+
+        async def pending_everywhere():
+            items, _ = await kube.list(api.WORKLOAD, namespace=namespace)
+            huge = [
+                w
+                for w in items
+                if (w["metadata"].get("annotations") or {}).get(api.ANNOTATION_JOB_OWNER_NAME) == "huge"
+            ]
+            if not huge:
+                return None
+            remote = [await env.remote(c, api.WORKLOAD, huge[0]["metadata"]["name"]) for c in env.clusters]
+            reserved = [condition(r, api.WORKLOAD_QUOTA_RESERVED) for r in remote]
+            return (huge[0], remote) if all(c and c["status"] == "False" for c in reserved) else None
+
+        local, remote = await eventually(pending_everywhere, timeout=40)
+        # On the manager the quota is reserved and the MultiKueue check waits (upstream mirrors no
+        # pending reason back); each worker's copy says why it cannot be admitted there.
+        assert check_state(local, env.check)["state"] == "Pending"
+        for copy in remote:
+            message = condition(copy, api.WORKLOAD_QUOTA_RESERVED)["message"]
+            assert message.startswith("couldn't assign flavors to pod set main: insufficient quota for cpu")
+            assert message.endswith("current podset request (6) > maximum capacity (4)"), message
+
+        async def no_remote_lws():
+            return all([await env.remote(c, api.LEADER_WORKER_SET, "huge") is None for c in env.clusters])
+
+        # The LWS that fits is placed meanwhile; the one that does not is never created on a worker.
+        async def fits_placed():
+            return any([await env.remote(c, api.LEADER_WORKER_SET, "fits") for c in env.clusters])
+
+        await eventually(fits_placed, timeout=40)
+        await consistently(no_remote_lws, duration=3)
+
+
+async def test_a_job_near_the_size_limit_is_dispatched_and_too_many_pod_sets_are_refused(
+    fleet, kube, namespace
+):
+    """A 1.2 MiB Job (the apiserver stores objects up to 1.5 MiB) goes through: its Workload, the
+    Workload's copy and the Job's copy on the worker carry the whole template. A Workload with
+    more pod sets than the API allows (18) is refused naming the field."""
+    async with multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env:
+        (good,) = env.clusters
+        big = mk_job("big")
+        filler = "x" * (1200 * 1024)
+        big["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "FILLER", "value": filler}]
+        assert await admitted_on_a_worker(env, "big", body=big) == good
+        remote_job = await eventually(lambda: env.remote(good, api.JOB, "big"))
+        assert remote_job["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == filler
+
+        pod_set = {"count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+        many = {
+            "apiVersion": api.API_VERSION,
+            "kind": "Workload",
+            "metadata": {"name": "many-pod-sets"},
+            "spec": {"queueName": "main", "podSets": [{**pod_set, "name": f"ps{i}"} for i in range(19)]},
+        }
+        with pytest.raises(Invalid) as info:
+            await kube.create(api.WORKLOAD, many, namespace=namespace)
+        assert "spec.podSets: Too many: 19: must have at most 18 items" in info.value.message

@@ -355,13 +355,27 @@ async def test_an_lws_larger_than_any_worker_stays_pending_and_is_never_created_
             return (huge[0], remote) if all(c and c["status"] == "False" for c in reserved) else None
 
         local, remote = await eventually(pending_everywhere, timeout=40)
-        # On the manager the quota is reserved and the MultiKueue check waits (upstream mirrors no
-        # pending reason back); each worker's copy says why it cannot be admitted there.
-        assert check_state(local, env.check)["state"] == "Pending"
+        # Each worker's copy says why it cannot be admitted there.
         for copy in remote:
             message = condition(copy, api.WORKLOAD_QUOTA_RESERVED)["message"]
             assert message.startswith("couldn't assign flavors to pod set main: insufficient quota for cpu")
             assert message.endswith("current podset request (6) > maximum capacity (4)"), message
+
+        # On the manager the quota is reserved and the MultiKueue check stays Pending; beyond
+        # upstream (which leaves it empty), its message quotes the workers' reasons after a few seconds.
+        async def explained():
+            items, _ = await kube.list(api.WORKLOAD, namespace=namespace)
+            wl = next(w for w in items if w["metadata"]["name"] == local["metadata"]["name"])
+            state = check_state(wl, env.check)
+            return state if state["message"].startswith("Not admitted by any worker cluster yet: ") else None
+
+        state = await eventually(explained, timeout=30)
+        assert state["state"] == "Pending"
+        for cluster in env.clusters:
+            assert (
+                f'"{cluster}": couldn\'t assign flavors to pod set main: insufficient quota for cpu'
+                in state["message"]
+            )
 
         async def no_remote_lws():
             return all([await env.remote(c, api.LEADER_WORKER_SET, "huge") is None for c in env.clusters])

@@ -159,18 +159,9 @@ def _workload(schema: Obj, columns: list[Obj]) -> None:
             },
         ],
     }
-    spec["properties"]["preemptionGates"] = {
-        "description": "Gates that govern whether this Workload may trigger preemptions (v1beta2 only).",
-        "type": "array",
-        "maxItems": 8,
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["name"],
-        "items": {
-            "type": "object",
-            "required": ["name"],
-            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 63}},
-        },
-    }
+    spec["properties"]["preemptionGates"] = _gate_list(
+        "Gates that govern whether this Workload may trigger preemptions (v1beta2 only).", {}
+    )
     _validations(
         spec,
         lambda rule: (
@@ -236,24 +227,31 @@ def _workload(schema: Obj, columns: list[Obj]) -> None:
     status["properties"]["accumulatedPastExecutionTimeSeconds"]["description"] = (
         "Time the Workload spent admitted in earlier admissions."
     )
-    status["properties"]["preemptionGates"] = {
-        "description": "States of the Workload's preemption gates (v1beta2 only).",
+    status["properties"]["preemptionGates"] = _gate_list(
+        "States of the Workload's preemption gates (v1beta2 only).",
+        {
+            "position": {"type": "string", "enum": ["Closed", "Open"]},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+        },
+    )
+    assignment = _props(schema, "status", "admission", "podSetAssignments")["properties"]
+    assignment["topologyAssignment"] = _topology_assignment(assignment["topologyAssignment"])
+
+
+def _gate_list(description: str, more: Obj) -> Obj:
+    """A list of preemption gates keyed by name (spec: names; status: names with their state)."""
+    return {
+        "description": description,
         "type": "array",
         "maxItems": 8,
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["name"],
         "items": {
             "type": "object",
-            "required": ["name", "position", "lastTransitionTime"],
-            "properties": {
-                "name": {"type": "string", "minLength": 1, "maxLength": 63},
-                "position": {"type": "string", "enum": ["Closed", "Open"]},
-                "lastTransitionTime": {"type": "string", "format": "date-time"},
-            },
+            "required": ["name", *more],
+            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 63}, **more},
         },
     }
-    assignment = _props(schema, "status", "admission", "podSetAssignments")["properties"]
-    assignment["topologyAssignment"] = _topology_assignment(assignment["topologyAssignment"])
 
 
 def _topology_assignment(v1beta1: Obj) -> Obj:

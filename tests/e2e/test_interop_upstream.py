@@ -17,112 +17,44 @@ Upstream's manager, worker1 ours (a second fleet, started after the first is dow
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
-import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 import yaml
+from fleet_kit import (
+    CLUSTER_QUEUE,
+    MANAGER,
+    NAMESPACE,
+    PAUSE_IMAGE,
+    QUEUE,
+    SAMPLE_LWS,
+    Fleet,
+    NotYet,
+    check_state,
+    cluster_name,
+    condition,
+    cpu_quota_patch,
+    is_true,
+    own_fleet,
+    summary,
+    unique,
+    wait_until,
+)
 
 from kube_runtime import api
 
 pytestmark = pytest.mark.realcluster
 
-REPO = Path(__file__).resolve().parents[2]
-LOCALFLEET = REPO / "hack" / "localfleet.py"
-SAMPLE_LWS = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
-MANAGER = "manager"
-NAMESPACE = "default"
-QUEUE = "user-queue"
-CLUSTER_QUEUE = "cluster-queue"
-CHECK = "sample-multikueue"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # kwok completes a Job's pod 1-6 s after it is Ready, unless the pod carries this annotation.
 KEEP_RUNNING = "kueue-federation.dev/keep-running"
 UPSTREAM_WORKER = "worker1"
-
-
-@dataclass
-class Fleet:
-    """One fleet, read from its state.json; every call is one kubectl."""
-
-    run_dir: Path
-    state: dict
-    kubectl_binary: str
-    workers: list[str] = field(default_factory=list)
-
-    def kubectl(self, cluster: str, *args: str, input: str | None = None, check: bool = True) -> str:
-        res = subprocess.run(
-            [
-                self.kubectl_binary,
-                "--kubeconfig",
-                self.state["clusters"][cluster]["kubeconfig"],
-                "--request-timeout=30s",
-                *args,
-            ],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if check and res.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} on {cluster} failed: {res.stderr}")
-        return res.stdout
-
-    def json(self, cluster: str, *args: str) -> dict:
-        return json.loads(self.kubectl(cluster, *args, "-o", "json"))
-
-    def items(self, cluster: str, kind: str, *args: str) -> list[dict]:
-        found = self.json(cluster, "get", kind, "-n", NAMESPACE, *args)["items"]
-        return [o for o in found if not o["metadata"].get("deletionTimestamp")]
-
-    def get(self, cluster: str, kind: str, name: str) -> dict | None:
-        out = self.kubectl(cluster, "get", kind, name, "-n", NAMESPACE, "--ignore-not-found", "-o", "json")
-        return json.loads(out) if out.strip() else None
-
-    def create(self, cluster: str, *objects: dict) -> None:
-        body = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
-        self.kubectl(cluster, "create", "-f", "-", input=json.dumps(body))
-
-
-@contextlib.contextmanager
-def fleet_with(prefix: str, *up_args: str):
-    """A fleet of its own, MultiKueue set up, always torn down when the block ends."""
-    run_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/dev/shm"))
-    base = [sys.executable, str(LOCALFLEET), "--dir", str(run_dir)]
-    try:
-        up = subprocess.run(
-            [*base, "up", "--setup-multikueue", "--no-sample", "--no-smoke", *up_args],
-            capture_output=True,
-            text=True,
-        )
-        if up.returncode != 0:
-            raise AssertionError(f"localfleet up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}")
-        state = json.loads((run_dir / "state.json").read_text())
-        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kueue-federation"
-        kubectl = cache / "bin" / f"kubernetes-v{state['versions']['K8S_VERSION']}" / "kubectl"
-        workers = [n for n, c in state["clusters"].items() if c["role"] == "worker"]
-        yield Fleet(run_dir, state, str(kubectl), workers)
-    finally:
-        keep = os.environ.get("INTEROP_E2E_LOGS")  # a directory to keep the processes' logs in
-        if keep:
-            for log in run_dir.glob("*/*.log"):
-                target = Path(keep) / run_dir.name / f"{log.parent.name}-{log.name}"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(log.read_bytes())
-        subprocess.run([*base, "down"], capture_output=True)
+KEEP_LOGS = "INTEROP_E2E_LOGS"  # a directory to keep the processes' logs in
 
 
 @pytest.fixture(scope="class")
 def mixed():
     """Our manager; worker1 runs upstream Kueue, worker2 our worker_agent."""
-    with fleet_with("kf-interop-mixed-", "--workers", "2", "--upstream-kueue", UPSTREAM_WORKER) as fleet:
+    args = ("--workers", "2", "--upstream-kueue", UPSTREAM_WORKER)
+    with own_fleet("kf-interop-mixed-", *args, keep_logs_env=KEEP_LOGS) as fleet:
         assert "upstreamKueue" in fleet.state["clusters"][UPSTREAM_WORKER]
         assert "agent" in fleet.state["clusters"]["worker2"]
         assert "manager" in fleet.state["clusters"][MANAGER]
@@ -132,66 +64,14 @@ def mixed():
 @pytest.fixture(scope="class")
 def upstream_manager():
     """Upstream Kueue (with its MultiKueue manager) on the manager; worker1 runs our worker_agent."""
-    with fleet_with("kf-interop-upmgr-", "--workers", "1", "--upstream-kueue", MANAGER) as fleet:
+    args = ("--workers", "1", "--upstream-kueue", MANAGER)
+    with own_fleet("kf-interop-upmgr-", *args, keep_logs_env=KEEP_LOGS) as fleet:
         assert "upstreamKueue" in fleet.state["clusters"][MANAGER]
         assert "agent" in fleet.state["clusters"]["worker1"]
         yield fleet
 
 
 # -- waiting and reading --------------------------------------------------------------------------
-
-
-def wait_until(what: str, check, timeout: float = 90.0, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-        time.sleep(interval)
-
-
-@dataclass
-class NotYet:
-    """A falsy check result that keeps what was seen: wait_until shows the last one."""
-
-    seen: object
-
-    def __bool__(self) -> bool:
-        return False
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:5]}"
-
-
-def condition(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == ctype), {})
-
-
-def is_true(obj: dict, ctype: str) -> bool:
-    return condition(obj, ctype).get("status") == "True"
-
-
-def check_state(wl: dict) -> dict:
-    return next((s for s in (wl.get("status") or {}).get("admissionChecks") or () if s["name"] == CHECK), {})
-
-
-def cluster_name(wl: dict) -> str:
-    return (wl.get("status") or {}).get("clusterName") or ""
-
-
-def summary(workloads: list[dict]) -> list[tuple]:
-    return [
-        (
-            wl["metadata"]["name"],
-            cluster_name(wl),
-            check_state(wl).get("state"),
-            check_state(wl).get("message"),
-        )
-        for wl in workloads
-    ]
 
 
 def owned_workloads(fleet: Fleet, cluster: str, kind: str, name: str) -> list[dict]:
@@ -232,13 +112,6 @@ def sample_lws(name: str) -> dict:
     sample["metadata"].update(name=name, namespace=NAMESPACE)
     assert sample["spec"]["replicas"] == 2
     return sample
-
-
-def cpu_quota_patch(cq: dict, cpu: str) -> str:
-    resources = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
-    index = next(i for i, r in enumerate(resources) if r["name"] == "cpu")
-    path = f"/spec/resourceGroups/0/flavors/0/resources/{index}/nominalQuota"
-    return json.dumps([{"op": "replace", "path": path, "value": cpu}])
 
 
 @contextlib.contextmanager

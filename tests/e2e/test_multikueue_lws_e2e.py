@@ -21,149 +21,51 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 import yaml
+from fleet_kit import (
+    CLUSTER_QUEUE,
+    MANAGER,
+    NAMESPACE,
+    PAUSE_IMAGE,
+    QUEUE,
+    SAMPLE_LWS,
+    Fleet,
+    NotYet,
+    check_state,
+    cluster_name,
+    cpu_quota_patch,
+    own_fleet,
+    poll,
+    summary,
+    unique,
+    wait_until,
+)
 
 from kube_runtime import api
 from manager.adapters.leaderworkerset import ANNOTATION_WORKER_CLUSTER
 
 pytestmark = pytest.mark.realcluster
 
-REPO = Path(__file__).resolve().parents[2]
-LOCALFLEET = REPO / "hack" / "localfleet.py"
-SAMPLE_LWS = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
 WORKER_LOST_TIMEOUT = "20s"
-MANAGER = "manager"
-NAMESPACE = "default"
-QUEUE = "user-queue"
-CLUSTER_QUEUE = "cluster-queue"
-CHECK = "sample-multikueue"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-
-
-@dataclass
-class Fleet:
-    """The module's fleet, read from its state.json; every call is one kubectl."""
-
-    run_dir: Path
-    state: dict
-    kubectl_binary: str
-    workers: list[str] = field(default_factory=list)
-
-    def kubectl(self, cluster: str, *args: str, input: str | None = None, check: bool = True) -> str:
-        res = subprocess.run(
-            [
-                self.kubectl_binary,
-                "--kubeconfig",
-                self.state["clusters"][cluster]["kubeconfig"],
-                "--request-timeout=30s",
-                *args,
-            ],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if check and res.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} on {cluster} failed: {res.stderr}")
-        return res.stdout
-
-    def json(self, cluster: str, *args: str) -> dict:
-        return json.loads(self.kubectl(cluster, *args, "-o", "json"))
-
-    def items(self, cluster: str, kind: str, *args: str) -> list[dict]:
-        """Objects of `kind` in the test namespace that are not being deleted."""
-        found = self.json(cluster, "get", kind, "-n", NAMESPACE, *args)["items"]
-        return [o for o in found if not o["metadata"].get("deletionTimestamp")]
-
-    def lws(self, cluster: str, name: str) -> dict | None:
-        out = self.kubectl(cluster, "get", "lws", name, "-n", NAMESPACE, "--ignore-not-found", "-o", "json")
-        return json.loads(out) if out.strip() else None
-
-    def apiserver_pid(self, cluster: str) -> int:
-        for proc in self.state["processes"]:
-            if proc["cluster"] == cluster and proc["component"] == "kube-apiserver":
-                # Supervised: the supervisor writes the program's current pid into its status file.
-                return json.loads(Path(proc["status"]).read_text())["pid"]
-        raise AssertionError(f"no kube-apiserver of {cluster} in {self.run_dir}/state.json")
-
-
-def wait_until(what: str, check, timeout: float = 90.0, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-        time.sleep(interval)
-
-
-def poll(check, timeout: float, interval: float = 0.5):
-    """The first truthy result of `check` within `timeout`, else None."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(interval)
-    return None
 
 
 @pytest.fixture(scope="module")
 def mk():
     """A fleet of its own (manager + 2 workers, MultiKueue set up, workerLostTimeout 20s), always
     torn down at the end of the module."""
-    run_dir = Path(tempfile.mkdtemp(prefix="kf-mk-lws-e2e-", dir="/dev/shm"))
-    base = [sys.executable, str(LOCALFLEET), "--dir", str(run_dir)]
-    try:
-        up = subprocess.run(
-            [
-                *base,
-                "up",
-                "--agents",
-                "--manager",
-                "--setup-multikueue",
-                "--no-sample",
-                "--no-smoke",
-                "--worker-lost-timeout",
-                WORKER_LOST_TIMEOUT,
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if up.returncode != 0:
-            raise AssertionError(f"localfleet up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}")
-        state = json.loads((run_dir / "state.json").read_text())
-        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kueue-federation"
-        kubectl = cache / "bin" / f"kubernetes-v{state['versions']['K8S_VERSION']}" / "kubectl"
-        workers = [n for n, c in state["clusters"].items() if c["role"] == "worker"]
-        assert len(workers) == 2
-        yield Fleet(run_dir, state, str(kubectl), workers)
-    finally:
-        keep = os.environ.get("MK_LWS_E2E_LOGS")  # a directory to keep our processes' logs in
-        if keep:
-            for log in run_dir.glob("*/*.log"):
-                target = Path(keep) / f"{log.parent.name}-{log.name}"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(log.read_bytes())
-        subprocess.run([*base, "down"], capture_output=True)
+    args = ("--agents", "--manager", "--worker-lost-timeout", WORKER_LOST_TIMEOUT)
+    with own_fleet("kf-mk-lws-e2e-", *args, keep_logs_env="MK_LWS_E2E_LOGS") as fleet:
+        assert len(fleet.workers) == 2
+        yield fleet
 
 
 # -- the objects and what the manager shows of them -----------------------------------------------
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:5]}"
 
 
 def lws_manifest(name: str, replicas: int = 2, size: int = 2, cpu: str = "100m") -> dict:
@@ -182,14 +84,6 @@ def owned_by(wl: dict, name: str) -> bool:
     return (wl["metadata"].get("annotations") or {}).get(api.ANNOTATION_JOB_OWNER_NAME) == name
 
 
-def check_state(wl: dict) -> dict:
-    return next((s for s in (wl.get("status") or {}).get("admissionChecks") or () if s["name"] == CHECK), {})
-
-
-def cluster_name(wl: dict) -> str:
-    return (wl.get("status") or {}).get("clusterName") or ""
-
-
 def members(mk: Fleet, name: str, workloads: list[dict] | None = None) -> list[dict]:
     """The manager's Workloads of the LWS `name`, one per group."""
     workloads = mk.items(MANAGER, "workloads") if workloads is None else workloads
@@ -202,29 +96,6 @@ def placement(found: list[dict], count: int) -> str | None:
         return None
     clusters = {cluster_name(wl) for wl in found}
     return clusters.pop() if len(clusters) == 1 and "" not in clusters else None
-
-
-@dataclass
-class NotYet:
-    """A falsy check result that keeps what was seen: wait_until shows the last one."""
-
-    seen: object
-
-    def __bool__(self) -> bool:
-        return False
-
-
-def summary(found: list[dict]) -> list[tuple]:
-    """(Workload, clusterName, check state, check message) of each member."""
-    return [
-        (
-            wl["metadata"]["name"],
-            cluster_name(wl),
-            check_state(wl).get("state"),
-            check_state(wl).get("message"),
-        )
-        for wl in found
-    ]
 
 
 def placed_on(mk: Fleet, name: str, count: int):
@@ -307,14 +178,6 @@ def submit(mk):
         mk.kubectl(MANAGER, "delete", "lws", name, "-n", NAMESPACE, "--ignore-not-found", "--wait=false")
     for name in created:
         delete_and_wait(mk, name)
-
-
-def cpu_quota_patch(cq: dict, cpu: str) -> str:
-    """A JSON patch setting the cpu nominalQuota of the ClusterQueue's first flavor."""
-    resources = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
-    index = next(i for i, r in enumerate(resources) if r["name"] == "cpu")
-    path = f"/spec/resourceGroups/0/flavors/0/resources/{index}/nominalQuota"
-    return json.dumps([{"op": "replace", "path": path, "value": cpu}])
 
 
 @contextlib.contextmanager

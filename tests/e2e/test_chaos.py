@@ -66,7 +66,11 @@ from kube_runtime.client import AlreadyExists, KubeClient, KubeClientError, NotF
 from kube_runtime.informer import Informer
 from worker_agent import workload as wlutil
 
-pytestmark = pytest.mark.realcluster
+# The fleet's start is in the budget: about 1 min, 2 under load; the long form runs about 10 min.
+pytestmark = [
+    pytest.mark.realcluster,
+    pytest.mark.timeout(1800 if os.environ.get("CHAOS_MODE") == "long" else 480),
+]
 
 Obj = dict[str, Any]
 LONG = os.environ.get("CHAOS_MODE") == "long"

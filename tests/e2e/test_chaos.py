@@ -538,6 +538,35 @@ def object_names(run_id: str) -> list[str]:
     ]
 
 
+def describe(observer: Observer, names: list[str]) -> dict[str, Any]:
+    """What the manager shows of each object: its Workloads' clusterName, check state and message,
+    and the LWS readyReplicas or Job conditions."""
+    found: dict[str, Any] = {}
+    for name in names:
+        kind = "lws" if name.startswith("chaos-l") else "job"
+        obj = observer.get(MANAGER, kind, name) or {}
+        status = obj.get("status") or {}
+        workloads = [
+            (
+                wl["metadata"]["name"],
+                cluster_name(wl),
+                [
+                    (s.get("state"), s.get("message"))
+                    for s in (wl.get("status") or {}).get("admissionChecks") or ()
+                ],
+            )
+            for wl in observer.store(MANAGER, "workload")
+            if owner_of(wl) == name
+        ]
+        shown = (
+            status.get("readyReplicas")
+            if kind == "lws"
+            else [c["type"] for c in status.get("conditions") or ()]
+        )
+        found[name] = {"status": shown, "workloads": workloads}
+    return found
+
+
 def not_done(observer: Observer, names: list[str]) -> list[str]:
     """Objects not yet finished (Job Complete, its Workload Finished) or ready (LWS all groups ready,
     every group Workload admitted, check Ready, one worker)."""
@@ -649,7 +678,7 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
         try:
             await until("every Job Complete and every LWS ready", all_done, 240 if LONG else 150, interval=1)
         except AssertionError:
-            pytest.fail(f"not finished/ready: {not_done(observer, names)[:20]}")
+            pytest.fail(f"not finished/ready: {describe(observer, not_done(observer, names)[:10])}")
         report["all_done_at"] = observer.now()
         done_at = time.monotonic()
         try:
@@ -700,6 +729,8 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
         await until("no copy left on any worker after deleting", workers_empty, GC_INTERVAL + 60, interval=2)
         report["workers_empty_after_delete"] = round(time.monotonic() - delete_started, 1)
     finally:
+        report.setdefault("faults", [asdict(f) for f in chaos.faults])
+        report.setdefault("leader_takeover_seconds", chaos.takeover)
         await observer.stop()
         for kube in kubes.values():
             await kube.close()

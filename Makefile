@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
-	bench-engine-upstream bench-federation diff-upstream
+	bench-engine-upstream bench-federation diff-upstream chaos
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
 	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
 	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
+	@echo "make chaos   the chaos test's long form (CHAOS_WORKLOADS=500) on a fleet of its own; see docs/reliability.md"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
 
 venv: $(VENV)/.installed
@@ -81,6 +82,11 @@ diff-upstream: venv
 # Jobs submitted on the manager until MultiKueue has them Admitted, through its own fleet; see docs/benchmarks.md.
 bench-federation: venv
 	$(PY) hack/bench_federation.py $(BENCH_ARGS)
+
+# The long form of tests/e2e/test_chaos.py (the short one runs in `make test`); see docs/reliability.md.
+CHAOS_WORKLOADS ?= 500
+chaos: venv build
+	CHAOS_MODE=long CHAOS_WORKLOADS=$(CHAOS_WORKLOADS) $(PY) -m pytest tests/e2e/test_chaos.py -q -s -p no:cacheprovider
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -49,14 +49,10 @@ from typing import Any
 
 import pytest
 import yaml
+from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name
 from test_localfleet import _localfleet_module
 from test_multikueue_lws_e2e import (  # noqa: F401  (mk: the module's fleet fixture)
-    CHECK,
-    MANAGER,
-    NAMESPACE,
-    QUEUE,
     WORKER_LOST_TIMEOUT,
-    Fleet,
     lws_manifest,
     mk,
 )
@@ -115,10 +111,6 @@ def condition_true(obj: Obj | None, ctype: str) -> Obj | None:
         if c.get("type") == ctype and c.get("status") == "True":
             return c
     return None
-
-
-def cluster_name(wl: Obj) -> str:
-    return (wl.get("status") or {}).get("clusterName") or ""
 
 
 def live(obj: Obj) -> bool:

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
-	bench-engine-upstream bench-federation diff-upstream
+	bench-engine-upstream bench-federation bench-compare diff-upstream
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -23,6 +23,8 @@ help:
 	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
 	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
+	@echo "make bench-compare          1,000 Jobs + 200 LWS through ours, upstream Kueue and upstream tuned, side by"
+	@echo "                            side, each on a fresh 1+3 fleet (short form: BENCH_ARGS=\"--jobs 200 --lws 40\")"
 
 venv: $(VENV)/.installed
 
@@ -81,6 +83,10 @@ diff-upstream: venv
 # Jobs submitted on the manager until MultiKueue has them Admitted, through its own fleet; see docs/benchmarks.md.
 bench-federation: venv
 	$(PY) hack/bench_federation.py $(BENCH_ARGS)
+
+# The same mix through our MultiKueue and upstream Kueue's, one fresh fleet each; see docs/benchmarks.md.
+bench-compare: venv
+	$(PY) hack/bench_compare.py $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -162,13 +162,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--tuned-burst", type=int, default=1000, help="clientConnection.burst of upstream_tuned")
     p.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds to wait after each phase's submissions"
+        "--timeout",
+        type=float,
+        help="seconds to wait after each phase's submissions (default: 0.5 s per Workload of the phase, "
+        "within 60..600)",
     )
     p.add_argument(
         "--running-timeout",
         type=float,
-        default=120.0,
-        help="seconds to wait, after a phase is Admitted, for its pods Running on the workers (default 120)",
+        default=30.0,
+        help="seconds to wait, after a phase is Admitted, for its pods Running on the workers (default 30)",
     )
     p.add_argument(
         "--fleet-dir", default=str(DEFAULT_FLEET_DIR), help=f"fleet directory prefix ({DEFAULT_FLEET_DIR})"
@@ -185,6 +188,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.lws < 0 or args.lws_replicas < 1 or args.lws_size < 1 or args.lws_rate <= 0 or args.rate < 0:
         p.error("--lws and --rate must be >= 0; --lws-replicas, --lws-size and --lws-rate positive")
     return args
+
+
+def phase_timeout(args: argparse.Namespace, workloads: int) -> float:
+    """--timeout, or 0.5 s per Workload of the phase within 60..600 s: a stalled engine ends the
+    run in bounded time (its unadmitted Workloads are reported) instead of holding the machine."""
+    if args.timeout is not None:
+        return args.timeout
+    return min(600.0, max(60.0, 0.5 * workloads))
 
 
 def workloads_of(args: argparse.Namespace) -> int:
@@ -613,7 +624,7 @@ class CompareRun:
                 concurrency=100,
                 keep_running=False,
                 set_managed_by=False,
-                timeout=args.timeout,
+                timeout=phase_timeout(args, args.jobs),
                 progress_every=5.0,
                 keep_jobs=True,
             )
@@ -634,7 +645,7 @@ class CompareRun:
                     replicas=args.lws_replicas,
                     size=args.lws_size,
                     rate=args.lws_rate,
-                    timeout_s=args.timeout,
+                    timeout_s=phase_timeout(args, args.lws * args.lws_replicas),
                     say=say,
                     distribution=bf.distribution,
                     cleanup=False,

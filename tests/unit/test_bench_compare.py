@@ -219,3 +219,11 @@ def test_summary_reports_the_apiserver_source_and_ours_apart():
     s = figures()
     assert s["api_requests_source"].startswith("apiserver_request_total")
     assert s["kueue_client_requests"] == {} and s["api_requests_per_wl_kueue_group"] is None
+
+
+def test_phase_timeout_scales_with_the_phase_unless_given():
+    args = compare.parse_args([])
+    assert compare.phase_timeout(args, 1000) == 500.0
+    assert compare.phase_timeout(args, 80) == 60.0
+    assert compare.phase_timeout(args, 5000) == 600.0
+    assert compare.phase_timeout(compare.parse_args(["--timeout", "1200"]), 10) == 1200.0

@@ -198,6 +198,18 @@ def phase_timeout(args: argparse.Namespace, workloads: int) -> float:
     return min(600.0, max(60.0, 0.5 * workloads))
 
 
+def lws_skip_reason(args: argparse.Namespace, jobs: bf.RunResult) -> str | None:
+    """Why the LWS phase does not run after this Jobs phase (None: it runs). After a timed-out Jobs
+    phase its LWS would queue behind the Jobs still being dispatched: no LWS figure, just a longer run."""
+    if not args.lws:
+        return "--lws 0"
+    if jobs.error:
+        return f"the Jobs phase failed ({jobs.error})"
+    if jobs.timed_out:
+        return f"{jobs.submitted - jobs.admitted:,} Jobs were still not Admitted at the Jobs phase's timeout"
+    return None
+
+
 def workloads_of(args: argparse.Namespace) -> int:
     """Workloads on the manager: one per Job, one per LWS group."""
     return args.jobs + args.lws * args.lws_replicas
@@ -414,6 +426,8 @@ def format_engine(summary: Obj) -> str:
         lines.append(f"   ERROR: {summary['error']}")
     if summary["timed_out"]:
         lines.append("   TIMED OUT: some Workloads were not seen Admitted")
+    if summary.get("lws_skipped"):
+        lines.append(f"   LWS mix skipped: {summary['lws_skipped']}")
     lines += [f"   {name.ljust(width)}  {value}" for name, value in rows]
     return "\n".join(lines)
 
@@ -534,6 +548,7 @@ class CompareRun:
         self.pods = RunningPods()
         self.lws_submitted: dict[str, float] = {}
         self.tokens: dict[str, str] = {}
+        self.lws_skipped: str | None = None
 
     def endpoints(self) -> dict[str, tuple[str, str | None]]:
         """Every Kueue process's /metrics: label cluster/component -> (url, bearer token)."""
@@ -631,8 +646,12 @@ class CompareRun:
             run = bf.FederationRun(self.fleet, run_args, "dispatch", args.jobs, self.work_dir)
             jobs_result = await run.run()
             print(bf.format_result(jobs_result), flush=True)
-            await self.wait_running(run.names, self.pods.first, "Jobs")
-            if args.lws and not jobs_result.error:
+            if not jobs_result.timed_out:
+                await self.wait_running(run.names, self.pods.first, "Jobs")
+            self.lws_skipped = lws_skip_reason(args, jobs_result)
+            if self.lws_skipped:
+                say(f"LWS mix skipped: {self.lws_skipped}")
+            else:
 
                 def submitted(name: str, at: float) -> None:
                     # Set before its pods can show up: an LWS counts as running with all of them.
@@ -664,7 +683,7 @@ class CompareRun:
                     await client.close()
         cluster_of_host = {self.fleet.host_of(c): c for c in self.fleet.clusters}
         job_submitted = {r.name: r.submitted for r in run.recorder.jobs.values() if r.submitted is not None}
-        return summarize(
+        summary = summarize(
             self.engine,
             args,
             jobs_result,
@@ -676,6 +695,8 @@ class CompareRun:
             apiserver_requests(apiservers_before, apiservers_after, KUEUE_GROUP),
             requests_by_cluster(before, after, cluster_of_host),
         )
+        summary["lws_skipped"] = self.lws_skipped
+        return summary
 
     def run(self) -> Obj:
         args = self.args

@@ -227,3 +227,18 @@ def test_phase_timeout_scales_with_the_phase_unless_given():
     assert compare.phase_timeout(args, 80) == 60.0
     assert compare.phase_timeout(args, 5000) == 600.0
     assert compare.phase_timeout(compare.parse_args(["--timeout", "1200"]), 10) == 1200.0
+
+
+def test_the_lws_phase_is_skipped_after_a_failed_or_timed_out_jobs_phase():
+    args = compare.parse_args(["--jobs", "10"])
+    jobs = bf.RunResult(
+        mode="dispatch", jobs=10, rate_target=50, clients=4, concurrency=100, keep_running=False
+    )
+    jobs.submitted, jobs.admitted = 10, 10
+    assert compare.lws_skip_reason(args, jobs) is None
+    assert compare.lws_skip_reason(compare.parse_args(["--lws", "0"]), jobs) == "--lws 0"
+    jobs.admitted, jobs.timed_out = 4, True
+    assert "6 Jobs were still not Admitted" in compare.lws_skip_reason(args, jobs)
+    jobs.error = "boom"
+    assert "failed (boom)" in compare.lws_skip_reason(args, jobs)
+    assert "LWS mix skipped: x" in compare.format_engine(figures(lws_skipped="x"))

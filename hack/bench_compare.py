@@ -543,7 +543,9 @@ class CompareRun:
     def __init__(self, engine: Engine, args: argparse.Namespace, work_dir: Path) -> None:
         self.engine = engine
         self.args = args
-        self.work_dir = work_dir
+        # One directory per run: the fleet's saved logs are named <cluster>-<component>.log.
+        self.work_dir = work_dir / engine.name
+        self.work_dir.mkdir(parents=True, exist_ok=True)
         self.fleet = bf.Fleet(Path(f"{args.fleet_dir}-{engine.name}"), owned=True)
         self.pods = RunningPods()
         self.lws_submitted: dict[str, float] = {}

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
-	bench-engine-upstream bench-federation diff-upstream chaos
+	bench-engine-upstream bench-federation bench-compare diff-upstream chaos
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -24,6 +24,8 @@ help:
 	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
 	@echo "make chaos   the chaos test's long form (CHAOS_WORKLOADS=500) on a fleet of its own; see docs/reliability.md"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
+	@echo "make bench-compare          1,000 Jobs + 200 LWS through ours, upstream Kueue and upstream tuned, side by"
+	@echo "                            side, each on a fresh 1+3 fleet (short form: BENCH_ARGS=\"--jobs 200 --lws 40\")"
 
 venv: $(VENV)/.installed
 
@@ -87,6 +89,10 @@ bench-federation: venv
 CHAOS_WORKLOADS ?= 500
 chaos: venv build
 	CHAOS_MODE=long CHAOS_WORKLOADS=$(CHAOS_WORKLOADS) $(PY) -m pytest tests/e2e/test_chaos.py -q -s -p no:cacheprovider
+
+# The same mix through our MultiKueue and upstream Kueue's, one fresh fleet each; see docs/benchmarks.md.
+bench-compare: venv
+	$(PY) hack/bench_compare.py $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -57,6 +57,7 @@ import math  # noqa: E402
 import re  # noqa: E402
 import secrets  # noqa: E402
 import signal  # noqa: E402
+import ssl  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
@@ -86,6 +87,8 @@ KEEP_RUNNING_ANNOTATION = "kueue-federation.dev/keep-running"
 # localfleet's state.json component names.
 MANAGER_COMPONENT = "manager"
 AGENT_COMPONENT = "worker-agent"
+UPSTREAM_COMPONENT = "upstream-kueue"  # upstream Kueue's process (`up --upstream-kueue CLUSTER`)
+UPSTREAM_COMPONENT_STATE = "upstreamKueue"  # its entry under clusters.<name> in state.json
 
 # The manager's metrics (manager/metrics.py) and client-go's request counter.
 METRIC_DISPATCHED = "multikueue_workloads_dispatched_total"
@@ -826,8 +829,15 @@ class Fleet:
             )
 
     def start(
-        self, workers: int, size: NodeSize, client_qps: float | None = None, client_burst: int | None = None
+        self,
+        workers: int,
+        size: NodeSize,
+        client_qps: float | None = None,
+        client_burst: int | None = None,
+        upstream_kueue: Sequence[str] = (),
+        extra_up_args: Sequence[str] = (),
     ) -> None:
+        """`upstream_kueue`: clusters that run upstream Kueue instead of ours (`up --upstream-kueue`)."""
         if self.run_dir.exists():
             raise BenchError(
                 f"{self.run_dir} already exists: another benchmark may be running there (if not, "
@@ -857,6 +867,8 @@ class Fleet:
             size.pods,
             *(["--client-qps", f"{client_qps:g}"] if client_qps is not None else []),
             *(["--client-burst", str(client_burst)] if client_burst is not None else []),
+            *(arg for cluster in upstream_kueue for arg in ("--upstream-kueue", cluster)),
+            *extra_up_args,
         )
         say(f"fleet up in {time.monotonic() - started:.0f}s")
         self.load()
@@ -868,7 +880,8 @@ class Fleet:
             raise BenchError(f"no fleet state in {self.run_dir}: {e}") from e
         if self.state.get("status") != "up":
             raise BenchError(f"the fleet in {self.run_dir} is {self.state.get('status')!r}, not up")
-        if MANAGER_COMPONENT not in self.clusters.get("manager", {}):
+        manager = self.clusters.get("manager", {})
+        if MANAGER_COMPONENT not in manager and UPSTREAM_COMPONENT_STATE not in manager:
             raise BenchError(
                 f"the fleet in {self.run_dir} runs no manager: start it with `up --agents --manager`"
             )
@@ -879,7 +892,7 @@ class Fleet:
             with contextlib.suppress(OSError, json.JSONDecodeError):
                 self.state = json.loads((self.run_dir / "state.json").read_text())
         for p in self.state.get("processes") or ():
-            if p.get("component") in (MANAGER_COMPONENT, AGENT_COMPONENT):
+            if p.get("component") in (MANAGER_COMPONENT, AGENT_COMPONENT, UPSTREAM_COMPONENT):
                 source = Path(p["log"])
                 with contextlib.suppress(OSError):
                     (to / f"{p['cluster']}-{p['component']}.log").write_bytes(source.read_bytes())
@@ -921,8 +934,15 @@ class Fleet:
         return self.clusters["manager"]["kubeconfig"]
 
     @property
-    def manager_metrics_url(self) -> str:
-        return self.clusters["manager"][MANAGER_COMPONENT]["metrics"]
+    def manager_metrics_url(self) -> str | None:
+        """Our manager's /metrics (None when upstream Kueue runs the manager cluster)."""
+        ours = self.clusters["manager"].get(MANAGER_COMPONENT)
+        return ours["metrics"] if ours else None
+
+    @property
+    def manager_component(self) -> str:
+        """The process in charge of MultiKueue on the manager cluster: ours or upstream's."""
+        return MANAGER_COMPONENT if MANAGER_COMPONENT in self.clusters["manager"] else UPSTREAM_COMPONENT
 
     def agent_metrics_urls(self) -> dict[str, str]:
         return {name: c["agent"]["metrics"] for name, c in self.clusters.items() if "agent" in c}
@@ -953,9 +973,20 @@ class Fleet:
         return [label for label, pid in self.processes() if read_cpu_seconds(pid) is None]
 
 
-def scrape(url: str, save_to: Path | None = None) -> list[Sample]:
+def scrape(url: str | None, save_to: Path | None = None, bearer_token: str | None = None) -> list[Sample]:
+    """One /metrics read ([] without a URL or on failure). With `bearer_token`: upstream Kueue's
+    HTTPS endpoint on 127.0.0.1, whose certificate is the fleet CA's (not checked here)."""
+    if url is None:
+        return []
+    request = urllib.request.Request(url)
+    context = None
+    if bearer_token is not None:
+        request.add_header("Authorization", f"Bearer {bearer_token}")
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(request, timeout=10, context=context) as resp:
             text = resp.read().decode(errors="replace")
     except (urllib.error.URLError, OSError) as e:
         say(f"could not read {url}: {e}")
@@ -1095,7 +1126,7 @@ class FederationRun:
             await asyncio.sleep(0.5)
         raise BenchError(
             f"timed out after {timeout_s:.0f}s waiting for {waiting}; manager log tail:\n"
-            f"{self.fleet.log_tail('manager', MANAGER_COMPONENT)}"
+            f"{self.fleet.log_tail('manager', self.fleet.manager_component)}"
         )
 
     async def run_warmup(self, timeout_s: float = 120.0) -> None:
@@ -1128,7 +1159,7 @@ class FederationRun:
                 raise BenchError(
                     f"the warm-up Job {NAMESPACE}/{self.warmup_name} was not Admitted "
                     f"within {timeout_s:.0f}s; "
-                    f"manager log tail:\n{self.fleet.log_tail('manager', MANAGER_COMPONENT)}"
+                    f"manager log tail:\n{self.fleet.log_tail('manager', self.fleet.manager_component)}"
                 )
             await asyncio.sleep(0.1)
         rec = self.warmup.jobs[self.warmup_name]
@@ -1292,7 +1323,7 @@ class FederationRun:
                 if dead:
                     raise BenchError(
                         f"fleet processes exited: {', '.join(dead)}; manager log tail:\n"
-                        f"{self.fleet.log_tail('manager', MANAGER_COMPONENT)}"
+                        f"{self.fleet.log_tail('manager', self.fleet.manager_component)}"
                     )
                 if self.now() >= next_progress:
                     say(self._progress(sampler, started))

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,10 @@ async def run_lws_mix(
     say,
     distribution,
     cleanup: bool,
+    on_submitted: Callable[[str, float], None] | None = None,
 ) -> LwsMixResult:
+    """`on_submitted(name, monotonic time)` is called as each create returns (bench_compare times
+    the worker's pods from it)."""
     from kube_runtime import api
     from kube_runtime.client import KubeClient
     from kube_runtime.informer import Informer
@@ -184,6 +187,8 @@ async def run_lws_mix(
                 body = lws_object(name, run_id, replicas, size)
                 await client.create(api.LEADER_WORKER_SET, body, NAMESPACE)
                 recorder.submitted(name, now())
+                if on_submitted is not None:
+                    on_submitted(name, recorder.records[name].submitted)
             except Exception as exc:  # recorded; the run goes on without it
                 failures.append(exc)
             finally:

@@ -144,6 +144,18 @@ UPSTREAM_KUEUE_FEATURE_GATES = {
     # reached only through an APIService that points at an in-cluster Service.
     "VisibilityOnDemand": False,
 }
+# controller.groupKindConcurrency of the Configuration upstream ships (config/components/manager/
+# controller_manager_config.yaml, also the Helm chart's): not a code default, so without it every
+# upstream controller, MultiKueue's Workload reconciler included, runs one reconcile at a time.
+UPSTREAM_KUEUE_GROUP_KIND_CONCURRENCY = {
+    "Job.batch": 5,
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 10,
+    "LocalQueue.kueue.x-k8s.io": 5,
+    "Cohort.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 5,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+}
 # Upstream Kueue reads its metrics serving certificate from this fixed path when internalCertManagement
 # is off; `up --upstream-kueue` mounts a private /etc (an overlay) holding one issued by the fleet's CA.
 UPSTREAM_KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
@@ -1671,13 +1683,15 @@ class FleetUp:
     def upstream_config(self, c: ClusterPlan) -> dict:
         """A config.kueue.x-k8s.io/v1beta2 Configuration for upstream's kueue on 127.0.0.1: certificates
         from the fleet's CA (internalCertManagement off), no leader election, the agents' frameworks,
-        MultiKueue's defaults (workerLostTimeout as our manager's)."""
+        the controller concurrency of upstream's shipped configuration, MultiKueue's defaults
+        (workerLostTimeout as our manager's)."""
         return {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
             "namespace": AGENT_NAMESPACE,
             "manageJobsWithoutQueueName": False,
             "leaderElection": {"leaderElect": False},
+            "controller": {"groupKindConcurrency": dict(UPSTREAM_KUEUE_GROUP_KIND_CONCURRENCY)},
             "internalCertManagement": {"enable": False},
             "webhook": {
                 "host": "127.0.0.1",

@@ -614,6 +614,9 @@ def test_upstream_config_runs_out_of_cluster_with_multikueue_defaults(tmp_path):
     assert config["manageJobsWithoutQueueName"] is False
     assert config["integrations"]["frameworks"] == localfleet.AGENT_FRAMEWORKS
     assert config["multiKueue"] == {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "20s"}
+    # as upstream's shipped configuration: MultiKueue's Workload reconciler runs 10 at a time
+    assert config["controller"]["groupKindConcurrency"]["Workload.kueue.x-k8s.io"] == 10
+    assert "clientConnection" not in config  # upstream's own default (v0.19: 300 / 500)
 
 
 def test_upstream_kueue_runs_with_a_private_etc_and_the_visibility_server_off(tmp_path):

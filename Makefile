@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
-	bench-engine-upstream bench-federation diff-upstream
+	bench-engine-upstream bench-federation bench-scale diff-upstream
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -23,6 +23,8 @@ help:
 	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
 	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
+	@echo "make bench-scale            the manager's cost per Workload vs workers (1,3,10,20) and Workloads (1k,5k,10k),"
+	@echo "                            with PNG plots in docs/img (BENCH_ARGS=\"--workers 1,3 --workloads 1000\")"
 
 venv: $(VENV)/.installed
 
@@ -81,6 +83,12 @@ diff-upstream: venv
 # Jobs submitted on the manager until MultiKueue has them Admitted, through its own fleet; see docs/benchmarks.md.
 bench-federation: venv
 	$(PY) hack/bench_federation.py $(BENCH_ARGS)
+
+# The scaling series (light fleets, one per worker count) and its plots; see docs/benchmarks.md.
+# matplotlib comes from the `bench` extra, installed here only: `make venv` does not need it.
+bench-scale: venv
+	$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install -q -e '.[bench]'
+	$(PY) hack/bench_scale.py $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -826,8 +826,14 @@ class Fleet:
             )
 
     def start(
-        self, workers: int, size: NodeSize, client_qps: float | None = None, client_burst: int | None = None
+        self,
+        workers: int,
+        size: NodeSize,
+        client_qps: float | None = None,
+        client_burst: int | None = None,
+        up_args: Sequence[str] = (),
     ) -> None:
+        """`up_args`: more `localfleet up` flags (hack/bench_scale.py: --shared-etcd --light-workers)."""
         if self.run_dir.exists():
             raise BenchError(
                 f"{self.run_dir} already exists: another benchmark may be running there (if not, "
@@ -857,6 +863,7 @@ class Fleet:
             size.pods,
             *(["--client-qps", f"{client_qps:g}"] if client_qps is not None else []),
             *(["--client-burst", str(client_burst)] if client_burst is not None else []),
+            *up_args,
         )
         say(f"fleet up in {time.monotonic() - started:.0f}s")
         self.load()

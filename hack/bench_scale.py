@@ -13,7 +13,7 @@ fleet's peak RSS; then it checks the targets (cost per Workload flat within 1.5x
 Workloads and from 3 to 20 workers; manager RSS under 300 MB at 10k Workloads) and writes PNG plots.
 
   .venv/bin/python hack/bench_scale.py [--workers 1,3,10,20] [--workloads 1000,5000,10000]
-  .venv/bin/python hack/bench_scale.py --from-json series.json   # only the table and the plots
+  .venv/bin/python hack/bench_scale.py --from-json a.json --from-json b.json  # table and plots only
 """
 
 from __future__ import annotations
@@ -420,6 +420,15 @@ def load_series(path: Path) -> tuple[list[SeriesPoint], dict]:
     return [SeriesPoint(**p) for p in payload["points"]], payload.get("args") or {}
 
 
+def merge_series(series: Iterable[Sequence[SeriesPoint]]) -> list[SeriesPoint]:
+    """Points of several saved series; a configuration run again replaces the earlier one."""
+    merged: dict[tuple[int, int], SeriesPoint] = {}
+    for points in series:
+        for p in points:
+            merged[(p.workers, p.workloads)] = p
+    return sorted(merged.values(), key=lambda p: (p.workloads, p.workers))
+
+
 def save_series(path: Path, points: Sequence[SeriesPoint], args: argparse.Namespace) -> None:
     payload = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -530,7 +539,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--work-dir", help="per-run scrapes and logs (default /tmp/kueue-federation-bench/scale-<time>)"
     )
     p.add_argument("--json", metavar="PATH", help="the series as JSON (default WORK_DIR/series.json)")
-    p.add_argument("--from-json", metavar="PATH", help="no runs: the table and plots of a saved series")
+    p.add_argument(
+        "--from-json",
+        metavar="PATH",
+        action="append",
+        help="no runs: the table and plots of saved series (repeatable: merged, later files win)",
+    )
     args = p.parse_args(argv)
     if max(args.workers) > MAX_WORKERS:
         p.error(f"--workers: at most {MAX_WORKERS} (a MultiKueueConfig lists at most {MAX_WORKERS} clusters)")
@@ -555,7 +569,7 @@ def report(points: Sequence[SeriesPoint], args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.from_json:
-        points, _saved = load_series(Path(args.from_json))
+        points = merge_series(load_series(Path(path))[0] for path in args.from_json)
     else:
         from kube_runtime.logging import setup_logging
 

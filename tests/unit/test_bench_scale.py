@@ -185,3 +185,11 @@ def test_plots_are_written_for_a_tiny_series(tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # One point is not a curve: no scaling plot for it.
     assert scale.plot_scaling(points[:1], "workers", 1000, tmp_path / "one.png") is None
+
+
+def test_saved_series_merge_and_a_rerun_replaces_its_configuration():
+    first = [point(1, 1000, 1.0), point(3, 1000, 2.0)]
+    second = [point(3, 1000, 9.0), point(3, 5000, 5.0)]
+    merged = scale.merge_series([first, second])
+    assert [(p.workers, p.workloads) for p in merged] == [(1, 1000), (3, 1000), (3, 5000)]
+    assert merged[1].manager_cpu_s == 9.0

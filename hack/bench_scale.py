@@ -141,6 +141,12 @@ class SeriesPoint:
         return self.per_workload(sum(parts)) if parts else None
 
     @property
+    def worker_api_per_workload_per_worker(self) -> float | None:
+        """The same per worker: every worker gets a copy of every Workload (AllAtOnce dispatch)."""
+        total = self.worker_api_per_workload
+        return None if total is None else total / self.workers
+
+    @property
     def ok(self) -> bool:
         return not self.error and not self.timed_out and self.submitted > 0
 
@@ -327,6 +333,10 @@ def _pyplot():  # type: ignore[no-untyped-def]
     return plt
 
 
+def configuration(p: SeriesPoint) -> str:
+    return f"{p.workers} worker{'s' if p.workers != 1 else ''}, {p.workloads:,} Workloads"
+
+
 def plot_latency_cdf(points: Sequence[SeriesPoint], path: Path) -> Path:
     """submitted -> Admitted, one CDF per configuration."""
     plt = _pyplot()
@@ -336,7 +346,7 @@ def plot_latency_cdf(points: Sequence[SeriesPoint], path: Path) -> Path:
         if not values:
             continue
         fractions = [(i + 1) / len(values) for i in range(len(values))]
-        ax.step(values, fractions, where="post", label=f"{p.workers} workers, {p.workloads:,} Workloads")
+        ax.step(values, fractions, where="post", label=configuration(p))
     ax.set_xlabel("submitted -> Admitted on the manager (s)")
     ax.set_ylabel("fraction of Workloads")
     ax.set_ylim(0, 1.01)
@@ -359,6 +369,7 @@ PANELS: tuple[tuple[str, tuple[tuple[str, Callable[[SeriesPoint], float | None]]
         (
             ("manager -> manager cluster", lambda p: p.manager_api_per_workload),
             ("on the workers (manager + agents)", lambda p: p.worker_api_per_workload),
+            ("the same, per worker", lambda p: p.worker_api_per_workload_per_worker),
         ),
     ),
     ("peak RSS (MiB)", (("manager", lambda p: p.manager_peak_rss_mib),)),
@@ -386,6 +397,7 @@ def plot_scaling(points: Sequence[SeriesPoint], axis: str, fixed: int, path: Pat
             ax.axhline(bf.TARGET_RSS_MB * 1e6 / bf.MIB, color="red", linestyle="--", label="target 300 MB")
         ax.set_title(title, fontsize="medium")
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x:,}" for x in xs])
         ax.set_ylim(bottom=0)

@@ -109,6 +109,7 @@ def test_a_point_takes_the_managers_and_the_workers_figures_from_the_run():
     assert p.manager_api_per_workload == pytest.approx(4.0)
     # On the workers: the manager's 15 (worker2 not counted) plus the agents' 40, not the manager cluster's.
     assert p.worker_api_per_workload == pytest.approx(5.5)
+    assert p.worker_api_per_workload_per_worker == pytest.approx(2.75)
     assert p.fleet_peak_rss_mib == pytest.approx(800.0)
     assert p.apiserver_peak_rss_mib == pytest.approx(400.0)
     assert p.p99_s == pytest.approx(bf.percentile([1.0, 2.0, 3.0], 0.99))

@@ -202,6 +202,7 @@ COSTS = (
     ("manager CPU", "manager_cpu_ms_per_workload", "ms/Workload"),
     ("manager API calls, manager cluster", "manager_api_per_workload", "calls/Workload"),
     ("API calls on the workers", "worker_api_per_workload", "calls/Workload"),
+    ("API calls on each worker", "worker_api_per_workload_per_worker", "calls/Workload"),
 )
 
 

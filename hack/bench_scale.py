@@ -122,6 +122,9 @@ class SeriesPoint:
     load_start: list[float] = field(default_factory=list)
     load_end: list[float] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)  # submitted -> Admitted, every Workload
+    # The manager's restarts during the run (its supervisor's count): its CPU and RSS figures then
+    # cover only the process that ran first.
+    manager_restarts: int = 0
 
     def per_workload(self, value: float | None, scale: float = 1.0) -> float | None:
         return None if value is None or not self.submitted else value * scale / self.submitted
@@ -290,6 +293,8 @@ def series_table(points: Sequence[SeriesPoint]) -> str:
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for p in sorted(points, key=lambda p: (p.workloads, p.workers)):
         status = "" if p.ok else (" (timed out)" if p.timed_out else f" (error: {p.error})")
+        if p.manager_restarts:
+            status += f" (manager restarted {p.manager_restarts}x)"
         lines.append(
             f"| {p.workers} | {p.workloads:,} | {p.admitted:,}{status} | {_cell(p.throughput_per_s)} | "
             f"{_cell(p.p50_s)} / {_cell(p.p95_s)} / {_cell(p.p99_s)} | "
@@ -458,6 +463,17 @@ def save_series(path: Path, points: Sequence[SeriesPoint], args: argparse.Namesp
 # ==============================================================================================
 
 
+def manager_restarts(fleet: bf.Fleet) -> int:
+    """How often the manager's supervisor restarted it (localfleet's status file), 0 if unknown."""
+    for p in fleet.state.get("processes") or ():
+        if p.get("component") == bf.MANAGER_COMPONENT and p.get("status"):
+            try:
+                return int(json.loads(Path(p["status"]).read_text()).get("restarts") or 0)
+            except (OSError, ValueError):
+                return 0
+    return 0
+
+
 def run_point(workers: int, workloads: int, args: argparse.Namespace, work_dir: Path) -> SeriesPoint:
     """A fresh fleet with `workers` light workers, `workloads` Jobs through it, the fleet torn down."""
     fed_args = bf.parse_args(
@@ -487,13 +503,18 @@ def run_point(workers: int, workloads: int, args: argparse.Namespace, work_dir: 
         run = bf.FederationRun(fleet, fed_args, "dispatch", workloads, work_dir)
         result = asyncio.run(run.run())
         latencies = bf.latencies(run.recorder.jobs.values())
+        restarts = manager_restarts(fleet)
     except bf.BenchError as e:
         say(f"{workers} workers, {workloads:,} Workloads: {e}")
         return SeriesPoint(workers, workloads, error=str(e).splitlines()[0])
     finally:
         fleet.stop(save_logs_to=work_dir)
     (work_dir / "result.txt").write_text(bf.format_result(result) + "\n")
-    return point_from_result(workers, workloads, result, latencies)
+    point = point_from_result(workers, workloads, result, latencies)
+    point.manager_restarts = restarts
+    if restarts:
+        say(f"the manager restarted {restarts}x during the run: its CPU and RSS are the first process's")
+    return point
 
 
 # ==============================================================================================

@@ -194,3 +194,13 @@ def test_saved_series_merge_and_a_rerun_replaces_its_configuration():
     merged = scale.merge_series([first, second])
     assert [(p.workers, p.workloads) for p in merged] == [(1, 1000), (3, 1000), (3, 5000)]
     assert merged[1].manager_cpu_s == 9.0
+
+
+def test_a_manager_restart_is_read_from_its_supervisor_and_shown(tmp_path):
+    status = tmp_path / "manager.status.json"
+    status.write_text('{"pid": 7, "restarts": 1, "state": "running"}')
+    fleet = bf.Fleet(tmp_path, owned=False)
+    fleet.state = {"processes": [{"component": "manager", "status": str(status)}]}
+    assert scale.manager_restarts(fleet) == 1
+    restarted = point(10, 1000, 1.0, manager_restarts=1)
+    assert "(manager restarted 1x)" in scale.series_table([restarted])

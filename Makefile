@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
-	bench-engine-upstream bench-federation bench-compare diff-upstream chaos
+	bench-engine-upstream bench-federation bench-compare bench-scale diff-upstream chaos
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -26,6 +26,8 @@ help:
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
 	@echo "make bench-compare          1,000 Jobs + 200 LWS through ours, upstream Kueue and upstream tuned, side by"
 	@echo "                            side, each on a fresh 1+3 fleet (short form: BENCH_ARGS=\"--jobs 200 --lws 40\")"
+	@echo "make bench-scale            the manager's cost per Workload vs workers (1,3,10,20) and Workloads (1k,5k,10k),"
+	@echo "                            with PNG plots in docs/img (BENCH_ARGS=\"--workers 1,3 --workloads 1000\")"
 
 venv: $(VENV)/.installed
 
@@ -93,6 +95,12 @@ chaos: venv build
 # The same mix through our MultiKueue and upstream Kueue's, one fresh fleet each; see docs/benchmarks.md.
 bench-compare: venv
 	$(PY) hack/bench_compare.py $(BENCH_ARGS)
+
+# The scaling series (light fleets, one per worker count) and its plots; see docs/benchmarks.md.
+# matplotlib comes from the `bench` extra, installed here only: `make venv` does not need it.
+bench-scale: venv
+	$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install -q -e '.[bench]'
+	$(PY) hack/bench_scale.py $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -837,7 +837,8 @@ class Fleet:
         upstream_kueue: Sequence[str] = (),
         extra_up_args: Sequence[str] = (),
     ) -> None:
-        """`upstream_kueue`: clusters that run upstream Kueue instead of ours (`up --upstream-kueue`)."""
+        """`upstream_kueue`: clusters that run upstream Kueue instead of ours (`up --upstream-kueue`);
+        `extra_up_args`: more `localfleet up` flags (hack/bench_scale.py: --shared-etcd --light-workers)."""
         if self.run_dir.exists():
             raise BenchError(
                 f"{self.run_dir} already exists: another benchmark may be running there (if not, "

@@ -9,7 +9,9 @@ Subcommands:
           with --agents also our worker_agent (admission engine and webhooks) on every cluster, with
           --manager also our federation manager on the manager cluster, with --setup-multikueue
           also what `setup-multikueue` creates and then `sample-lws` (unless --no-sample);
-          --upstream-kueue CLUSTER runs upstream Kueue there instead of ours (docs/local-fleet.md)
+          --upstream-kueue CLUSTER runs upstream Kueue there instead of ours (docs/local-fleet.md);
+          --shared-etcd (one etcd, an --etcd-prefix per cluster) and --light-workers (no controllers,
+          kwok, nodes or LWS on workers) make clusters light enough for 20 workers
   setup-multikueue
           the MultiKueue setup guide's objects (queues on every cluster; Secrets, MultiKueueClusters,
           MultiKueueConfig and AdmissionCheck on the manager), then how to submit and watch a Job
@@ -1068,6 +1070,11 @@ class FleetOptions:
     worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
     # Clusters that run upstream Kueue instead of our worker_agent (and, for the manager, our manager).
     upstream_kueue: tuple[str, ...] = ()
+    # One etcd (the manager's) serves every apiserver, each under its own key prefix (--etcd-prefix).
+    shared_etcd: bool = False
+    # Workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller:
+    # Workloads are admitted there, no pod is ever created (enough for MultiKueue dispatch benchmarks).
+    light_workers: bool = False
 
 
 @dataclass
@@ -1080,6 +1087,17 @@ class ClusterPlan:
     @property
     def is_worker(self) -> bool:
         return self.role == "worker"
+
+
+def etcd_prefix(cluster: str, shared: bool) -> str:
+    """The apiserver's --etcd-prefix: kube-apiserver's default alone, `/<cluster>/registry` on a shared
+    etcd (no cluster's prefix is a prefix of another's: /worker1/registry, /worker10/registry)."""
+    return f"/{cluster}/registry" if shared else "/registry"
+
+
+def runs_pods(c: ClusterPlan, light_workers: bool) -> bool:
+    """Whether a worker gets kube-controller-manager, kube-scheduler, kwok, nodes and the LWS controller."""
+    return c.is_worker and not light_workers
 
 
 class FleetUp:
@@ -1119,6 +1137,8 @@ class FleetUp:
             "manager": self.opts.manager,
             "workerLostTimeout": self.opts.worker_lost_timeout,
             "upstreamKueue": list(self.opts.upstream_kueue),
+            "sharedEtcd": self.opts.shared_etcd,
+            "lightWorkers": self.opts.light_workers,
         }
         self.state.save()
         self.make_pki()
@@ -1134,7 +1154,7 @@ class FleetUp:
         self.create_nodes()
         self.start_lws()
         self.grant_multikueue_identity()
-        if self.opts.smoke:
+        if self.opts.smoke and not self.opts.light_workers:
             self.smoke_check()
         self.state.data["status"] = "up"
         self.state.save()
@@ -1151,6 +1171,7 @@ class FleetUp:
         for c in self.clusters:
             for name in ("etcd", "etcd-peer", "apiserver", "kwok", "lws-webhook", "lws-health"):
                 c.ports[name] = free_port()
+        for c in self.clusters:
             crt, key = self.ca.issue("kube-apiserver", server=True)
             write_file(c.dir / "pki" / "apiserver.crt", crt, 0o644)
             write_file(c.dir / "pki" / "apiserver.key", key)
@@ -1193,8 +1214,8 @@ class FleetUp:
                 "server": server,
                 "ports": c.ports,
                 "kubeconfig": str(c.dir / "admin.kubeconfig"),
-                "etcd": f"http://127.0.0.1:{c.ports['etcd']}",
-                "etcdPrefix": "/registry",
+                "etcd": f"http://127.0.0.1:{self.etcd_of(c).ports['etcd']}",
+                "etcdPrefix": etcd_prefix(c.name, self.opts.shared_etcd),
             }
             if c.is_worker:
                 # What the worker's fake nodes offer in total: `setup-multikueue` sizes its queues by it.
@@ -1217,9 +1238,16 @@ class FleetUp:
 
     # -- control planes -------------------------------------------------------------------------
 
+    def etcd_of(self, c: ClusterPlan) -> ClusterPlan:
+        """The cluster whose etcd stores `c`'s objects: the manager's with --shared-etcd."""
+        return self.clusters[0] if self.opts.shared_etcd else c
+
+    def etcd_clusters(self) -> list[ClusterPlan]:
+        return [c for c in self.clusters if self.etcd_of(c) is c]
+
     def start_etcd(self) -> None:
-        self.step("starting etcd")
-        for c in self.clusters:
+        self.step("starting etcd" + (" (one, shared by every apiserver)" if self.opts.shared_etcd else ""))
+        for c in self.etcd_clusters():
             p = c.ports
             self.state.start(
                 c.name,
@@ -1238,7 +1266,7 @@ class FleetUp:
                     "--log-level=warn",
                 ],
             )
-        for c in self.clusters:
+        for c in self.etcd_clusters():
             wait_for(
                 f"{c.name} etcd",
                 lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['etcd']}/health"),
@@ -1255,7 +1283,8 @@ class FleetUp:
                 "kube-apiserver",
                 [
                     str(self.bins.path("kube-apiserver")),
-                    f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                    f"--etcd-servers=http://127.0.0.1:{self.etcd_of(c).ports['etcd']}",
+                    f"--etcd-prefix={etcd_prefix(c.name, self.opts.shared_etcd)}",
                     "--bind-address=127.0.0.1",
                     "--advertise-address=127.0.0.1",
                     f"--secure-port={p['apiserver']}",
@@ -1298,8 +1327,11 @@ class FleetUp:
             )
 
     def start_controllers(self) -> None:
-        self.step("starting kube-controller-manager, kube-scheduler and kwok")
+        light = " (not on the light workers)" if self.opts.light_workers else ""
+        self.step(f"starting kube-controller-manager, kube-scheduler and kwok{light}")
         for c in self.clusters:
+            if c.is_worker and not runs_pods(c, self.opts.light_workers):
+                continue
             admin, pki = str(c.dir / "admin.kubeconfig"), c.dir / "pki"
             self.state.start(
                 c.name,
@@ -1393,7 +1425,7 @@ class FleetUp:
         return out
 
     def create_nodes(self) -> None:
-        workers = [c for c in self.clusters if c.is_worker]
+        workers = [c for c in self.clusters if runs_pods(c, self.opts.light_workers)]
         if not workers:
             return
         self.step(
@@ -1870,7 +1902,7 @@ class FleetUp:
     def runs_lws(self, c: ClusterPlan) -> bool:
         """Workers run the LWS controller; so does a manager running upstream Kueue, whose MultiKueue
         setup has LWS installed on the manager: only LWS's webhook defaults a manager LWS there."""
-        return c.is_worker or (c.name == MANAGER and self.runs_upstream(c))
+        return runs_pods(c, self.opts.light_workers) or (c.name == MANAGER and self.runs_upstream(c))
 
     def start_lws(self) -> None:
         workers = [c for c in self.clusters if self.runs_lws(c)]
@@ -2020,6 +2052,8 @@ class FleetUp:
 
 # A worker's quota when state.json does not record its capacity: the default 4 nodes x 8 CPU / 32Gi.
 DEFAULT_WORKER_CAPACITY = {"cpu": "32", "memory": "128Gi"}
+# MultiKueueConfig.spec.clusters lists at most this many clusters (maxItems in the CRD).
+MAX_MULTIKUEUE_CLUSTERS = 20
 
 
 @dataclass(frozen=True)
@@ -2223,6 +2257,11 @@ def setup_multikueue(state: State) -> None:
     workers = [(name, c) for name, c in clusters.items() if c["role"] == "worker"]
     if not workers:
         raise FleetError(f"the fleet in {state.run_dir} has no workers (`up --workers N`, N >= 1)")
+    if len(workers) > MAX_MULTIKUEUE_CLUSTERS:
+        raise FleetError(
+            f"the fleet in {state.run_dir} has {len(workers)} workers; a MultiKueueConfig lists at most "
+            f"{MAX_MULTIKUEUE_CLUSTERS} clusters"
+        )
     setups = []
     for name, c in workers:
         path = Path(c.get("multikueueKubeconfig") or state.run_dir / name / "multikueue.kubeconfig")
@@ -2464,6 +2503,11 @@ def cmd_up(args: argparse.Namespace) -> None:
         args.agents = args.manager = True
         if args.workers == 0:
             raise FleetError("--setup-multikueue needs at least one worker (--workers N, N >= 1)")
+        if args.workers > MAX_MULTIKUEUE_CLUSTERS:
+            raise FleetError(
+                f"--setup-multikueue: at most {MAX_MULTIKUEUE_CLUSTERS} workers (a MultiKueueConfig lists "
+                f"at most {MAX_MULTIKUEUE_CLUSTERS} clusters)"
+            )
     if args.manager and not args.agents:
         raise FleetError(
             "--manager requires --agents: the manager dispatches Workloads that the worker_agents admit "
@@ -2486,6 +2530,8 @@ def cmd_up(args: argparse.Namespace) -> None:
         client_burst=args.client_burst,
         worker_lost_timeout=args.worker_lost_timeout,
         upstream_kueue=upstream,
+        shared_etcd=args.shared_etcd,
+        light_workers=args.light_workers,
     )
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
@@ -2507,7 +2553,9 @@ def cmd_up(args: argparse.Namespace) -> None:
             fleet.state.data["status"] = "failed"
             fleet.state.save()
         raise
-    if opts.setup_multikueue and not args.no_sample:
+    if opts.setup_multikueue and not args.no_sample and opts.light_workers:
+        log("no sample LeaderWorkerSet: --light-workers run no pods (`sample-lws` needs a full fleet)")
+    elif opts.setup_multikueue and not args.no_sample:
         print()
         try:
             sample_lws(fleet.state)
@@ -2722,6 +2770,18 @@ def main(argv: list[str] | None = None) -> int:
         help="run upstream Kueue (KUEUE_VERSION of hack/versions.env, built on first use) on CLUSTER "
         "(manager or workerN) instead of our worker_agent, and on the manager instead of our manager "
         "too; repeatable",
+    )
+    u.add_argument(
+        "--shared-etcd",
+        action="store_true",
+        help="one etcd for every cluster, each apiserver under its own --etcd-prefix "
+        "(saves an etcd per cluster)",
+    )
+    u.add_argument(
+        "--light-workers",
+        action="store_true",
+        help="workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller: "
+        "Workloads are admitted, no pod runs (no smoke check; for dispatch benchmarks)",
     )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")

@@ -664,3 +664,62 @@ def test_upstream_kueue_processes_stop_with_ours_before_the_control_planes(monke
         ["upstream-kueue", "worker-agent"],
         ["kube-apiserver"],
     ]
+
+
+def _fleet_up(tmp_path, **opts):
+    up = localfleet.FleetUp.__new__(localfleet.FleetUp)
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path, workers=12, **opts)
+    up.clusters = [localfleet.ClusterPlan("manager", "manager", tmp_path / "manager")] + [
+        localfleet.ClusterPlan(f"worker{i}", "worker", tmp_path / f"worker{i}") for i in range(1, 13)
+    ]
+    return up
+
+
+def test_make_up_keeps_one_etcd_and_the_pod_machinery_per_cluster(tmp_path):
+    up = _fleet_up(tmp_path)
+    assert [c.name for c in up.etcd_clusters()] == [c.name for c in up.clusters]
+    assert all(up.runs_lws(c) for c in up.clusters if c.is_worker)
+    assert localfleet.etcd_prefix("worker1", shared=False) == "/registry"
+
+
+def test_a_shared_etcd_serves_every_apiserver_under_its_own_prefix(tmp_path):
+    up = _fleet_up(tmp_path, shared_etcd=True)
+    assert [c.name for c in up.etcd_clusters()] == ["manager"]
+    assert {up.etcd_of(c).name for c in up.clusters} == {"manager"}
+    prefixes = [localfleet.etcd_prefix(c.name, shared=True) for c in up.clusters]
+    assert len(set(prefixes)) == len(prefixes)
+    # No cluster reads another's keys: no prefix is a prefix of another (worker1 vs worker10).
+    assert not any(a != b and b.startswith(a) for a in prefixes for b in prefixes)
+
+
+def test_light_workers_run_no_pods_and_no_lws_controller(tmp_path):
+    up = _fleet_up(tmp_path, light_workers=True)
+    workers = [c for c in up.clusters if c.is_worker]
+    assert not any(localfleet.runs_pods(c, light_workers=True) for c in workers)
+    assert not any(up.runs_lws(c) for c in up.clusters)
+
+
+def test_up_accepts_the_light_fleet_flags(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_up(args):
+        seen.update(vars(args))
+
+    monkeypatch.setattr(localfleet, "cmd_up", fake_up)
+    args = ["--dir", str(tmp_path), "up", "--shared-etcd", "--light-workers", "--workers", "20"]
+    assert localfleet.main(args) == 0
+    assert seen["shared_etcd"] and seen["light_workers"] and seen["workers"] == 20
+
+
+def test_setup_multikueue_scales_to_20_workers_and_refuses_more(tmp_path, capsys):
+    workers = [localfleet.WorkerSetup(f"worker{i}", "32", "128Gi", "apiVersion: v1\n") for i in range(1, 21)]
+    plan = dict(localfleet.multikueue_setup_objects(workers))
+    assert len(plan) == 21
+    config = next(d for d in plan["manager"] if d["kind"] == "MultiKueueConfig")
+    assert len(config["spec"]["clusters"]) == localfleet.MAX_MULTIKUEUE_CLUSTERS
+    queue = next(d for d in plan["manager"] if d["kind"] == "ClusterQueue")
+    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "640"
+    run_dir = tmp_path / "fleet"
+    assert localfleet.main(["--dir", str(run_dir), "up", "--setup-multikueue", "--workers", "21"]) == 1
+    assert "at most 20 workers" in capsys.readouterr().err
+    assert not run_dir.exists()

@@ -355,3 +355,20 @@ async def multikueue(
 
 
 __all__ = ["MultiKueueEnv", "check_state", "condition", "eventually", "mk_job", "multikueue"]
+
+
+# The frameworks of a manager that federates LeaderWorkerSets (and the pods they make).
+LWS_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
+
+
+def lws(name: str, replicas: int = 2, size: int = 2, cpu: str = "1") -> dict:
+    """A LeaderWorkerSet queued to `main`: `replicas` groups of `size` pods of `cpu` each."""
+    template = {
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]}
+    }
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: "main"}},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": template}},
+    }

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 from admission_kit import consistently
-from multikueue_kit import CONFIG_NAMESPACE, check_state, condition, eventually, mk_job, multikueue
+from multikueue_kit import (
+    CONFIG_NAMESPACE,
+    LWS_FRAMEWORKS,
+    check_state,
+    condition,
+    eventually,
+    lws,
+    mk_job,
+    multikueue,
+)
 
 from kube_runtime import api
 from kube_runtime.client import Invalid, KubeClient, NotFound
@@ -319,27 +328,12 @@ async def _delete_crd(kube: KubeClient, name: str) -> None:
     await eventually(gone, timeout=60)
 
 
-LWS_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
-
-
-def too_big_lws(name: str, size: int, cpu: str = "1") -> dict:
-    template = {
-        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]}
-    }
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: "main"}},
-        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": size, "workerTemplate": template}},
-    }
-
-
 async def test_an_lws_larger_than_any_worker_stays_pending_and_is_never_created_on_a_worker(
     fleet, kube, namespace
 ):
     async with multikueue(fleet, kube, namespace, frameworks=LWS_FRAMEWORKS) as env:
-        await kube.create(api.LEADER_WORKER_SET, too_big_lws("huge", size=6), namespace=namespace)
-        await kube.create(api.LEADER_WORKER_SET, too_big_lws("fits", size=2), namespace=namespace)
+        await kube.create(api.LEADER_WORKER_SET, lws("huge", replicas=1, size=6), namespace=namespace)
+        await kube.create(api.LEADER_WORKER_SET, lws("fits", replicas=1, size=2), namespace=namespace)
 
         async def pending_everywhere():
             items, _ = await kube.list(api.WORKLOAD, namespace=namespace)

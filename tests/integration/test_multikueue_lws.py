@@ -10,27 +10,14 @@ import contextlib
 
 import pytest
 from admission_kit import consistently, workload
-from multikueue_kit import check_state, eventually, multikueue
+from multikueue_kit import LWS_FRAMEWORKS as FRAMEWORKS
+from multikueue_kit import check_state, eventually, lws, multikueue
 
 from kube_runtime import api
 from kube_runtime.client import KubeClient
 from manager.adapters.leaderworkerset import ANNOTATION_WORKER_CLUSTER
 
 pytestmark = pytest.mark.realcluster
-
-FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
-
-
-def lws(name: str, replicas: int = 2, size: int = 2, cpu: str = "1") -> dict:
-    template = {
-        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]}
-    }
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: "main"}},
-        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": template}},
-    }
 
 
 async def members(env, name: str) -> list[dict]:

@@ -364,10 +364,14 @@ class KubeClient:
         versions = [v.get("version") for v in doc.get("versions") or () if v.get("version")]
         return sorted(versions, key=lambda v: v != preferred)
 
-    async def use_served_version(self, group: str, known: tuple[str, ...]) -> str | None:
+    async def use_served_version(
+        self, group: str, known: tuple[str, ...], served: list[str] | None = None
+    ) -> str | None:
         """Speak the server's preferred version of `group` among `known` (ours first if it
-        prefers none of them); None, and no change, when it serves none of `known`."""
-        served = await self.served_versions(group)
+        prefers none of them); None, and no change, when it serves none of `known`. `served`:
+        what `served_versions` already answered, so as not to ask twice."""
+        if served is None:
+            served = await self.served_versions(group)
         chosen = next((v for v in served if v in known), None)
         if chosen is not None:
             self.wire_versions[group] = chosen

@@ -206,7 +206,7 @@ class RemoteClient:
         versions = await kube.served_versions(api.GROUP)
         if not versions:
             raise ConnectError(f"the worker does not serve {api.GROUP}: install Kueue's CRDs there")
-        chosen = await kube.use_served_version(api.GROUP, conversion.VERSIONS)
+        chosen = await kube.use_served_version(api.GROUP, conversion.VERSIONS, versions)
         if chosen is None:
             raise ConnectError(
                 f"the worker serves {api.GROUP} versions {api.go_list(versions)}, none of which this "

@@ -46,6 +46,9 @@ PENDING_WRITE_ATTEMPTS = 5
 PENDING_WRITE_RETRY_SECONDS = 0.2  # inadmissible requeues are batched (§3.2)
 MAX_PARALLEL_PREEMPTIONS = 8
 MAX_PARALLEL_PENDING_WRITES = 16
+# A pending Workload's message (its numbers move as quota moves) is rewritten at most this often
+# while its reason stays the same; a new reason is written at once.
+PENDING_MESSAGE_MIN_INTERVAL_SECONDS = 3.0
 CYCLE_BACKOFF_INITIAL = 0.001
 CYCLE_BACKOFF_MAX = 0.010
 
@@ -219,6 +222,9 @@ class AdmissionState:
         self.on_workload_changed: list[Callable[[str], None]] = []
         # Last pending reason written per workload, to skip repeated identical writes.
         self._pending_written: dict[str, tuple[str, str]] = {}
+        # When (monotonic) each workload's pending condition was last written by us.
+        self._pending_written_at: dict[str, float] = {}
+        self.pending_message_interval = PENDING_MESSAGE_MIN_INTERVAL_SECONDS
         # Pending-condition writes are serialized per workload; the newest decision wins, and the
         # base object is our own last write when the cache has not caught up with it yet.
         self._pending_latest: dict[str, Requeue] = {}
@@ -483,7 +489,7 @@ class AdmissionState:
             self.wake.set()
         self.queues.delete(key)
         self.scheduler.observe_removed(key)
-        self._pending_written.pop(key, None)
+        self._forget_pending_write(key)
         self._applied.pop(key, None)
         cq = info.cluster_queue if info is not None else self.cluster_queue_for(obj)
         if cq:
@@ -516,7 +522,7 @@ class AdmissionState:
             previous = self.snapshot.workloads.get(key)
             self.snapshot.add_workload(info)
             self.queues.delete(key)
-            self._pending_written.pop(key, None)
+            self._forget_pending_write(key)
             self._applied.pop(key, None)
             if previous is not None and previous.usage != info.usage:
                 self.request_flush([cq])  # reclaimable pods released quota
@@ -724,11 +730,31 @@ class AdmissionState:
             self._pending_writers.add(key)
             self._spawn(self._pending_writer(key))
 
+    def _forget_pending_write(self, key: str) -> None:
+        self._pending_written.pop(key, None)
+        self._pending_written_at.pop(key, None)
+
+    def _pending_message_wait(self, decision: Requeue) -> float:
+        """Seconds to hold a pending write back: only a new message under the reason last written
+        waits, until PENDING_MESSAGE_MIN_INTERVAL_SECONDS after that write."""
+        key = decision.workload_key
+        written = self._pending_written.get(key)
+        written_at = self._pending_written_at.get(key)
+        if written is None or written_at is None or written[0] != decision.reason:
+            return 0.0
+        return written_at + self.pending_message_interval - self.clock.monotonic()
+
     async def _pending_writer(self, key: str) -> None:
         failures = 0
         try:
             while key in self._pending_latest:
                 decision = self._pending_latest.pop(key)
+                hold = self._pending_message_wait(decision)
+                if hold > 0:
+                    # Coalesce: whatever decision is newest when the interval ends is written.
+                    self._pending_latest.setdefault(key, decision)
+                    await self.clock.sleep(hold)
+                    continue
                 if await self._write_pending(decision) or failures >= PENDING_WRITE_ATTEMPTS:
                     failures = 0
                     continue
@@ -794,7 +820,7 @@ class AdmissionState:
                 self.queues.requeue(info, api.REQUEUE_FAILED_AFTER_NOMINATION, self.clock.now().timestamp())
                 self.wake.set()
             return
-        self._pending_written.pop(key, None)
+        self._forget_pending_write(key)
         cq = decision.admission.get("clusterQueue", "")
         created = (cached.get("metadata") or {}).get("creationTimestamp")
         wait = wlstatus.seconds_since(created, self.clock.now())
@@ -883,6 +909,7 @@ class AdmissionState:
                 log.debug("pending condition write failed", workload=key, error=str(exc))
                 return False
         self._pending_written[key] = (decision.reason, decision.message)
+        self._pending_written_at[key] = self.clock.monotonic()
         self._applied[key] = applied
         if self.recorder is not None:
             await self.recorder.warning(base, decision.reason, "Admission", decision.message)

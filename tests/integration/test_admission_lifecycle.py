@@ -3,6 +3,9 @@ checks, stop policies, deactivation, waitForPodsReady with requeue backoff, Work
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+
 import pytest
 from admission_kit import (
     GRANULAR_REASONS,
@@ -378,3 +381,56 @@ async def test_orphaned_job_workload_is_finished_and_released(kube, cluster):
             "OwnerNotFound",
             "The workload's owner no longer exists",
         )
+
+
+async def test_a_pending_message_is_rewritten_at_most_once_per_interval_and_ends_current(kube, cluster):
+    """A pending Workload whose message numbers move with every finished Workload gets a new
+    QuotaReserved=False message at most every PENDING_MESSAGE_MIN_INTERVAL_SECONDS (same reason),
+    and the last state is written once the interval has passed: coalesced, never lost."""
+    from worker_agent.admission import PENDING_MESSAGE_MIN_INTERVAL_SECONDS as interval
+
+    ns = cluster.namespace
+    await _queue(cluster, cpu="6")
+    async with running_agent(kube):
+        await cluster.create(workload(ns, "held", "main", {"cpu": "3"}))
+        await eventually(lambda: cluster.admitted("held"))
+        await cluster.create(workload(ns, "waiting", "main", {"cpu": "5"}))
+        await eventually(lambda: cluster.pending_reason("waiting"))
+
+        changes: list[tuple[float, str]] = []  # (loop time, message) each time the message changed
+
+        async def record() -> None:
+            loop = asyncio.get_running_loop()
+            while True:
+                pending = await cluster.pending_reason("waiting")
+                if pending and (not changes or changes[-1][1] != pending[1]):
+                    changes.append((loop.time(), pending[1]))
+                await asyncio.sleep(0.05)
+
+        recorder = asyncio.get_running_loop().create_task(record())
+        try:
+            # Each step admits a Workload next to the running one and finishes the running one, so
+            # the unused quota the waiting Workload sees alternates between 4 and 3 cpu.
+            previous, size = "held", "3"
+            for step in range(16):
+                size = "2" if size == "3" else "3"
+                name = f"step-{step}"
+                await cluster.create(workload(ns, name, "main", {"cpu": size}))
+                await eventually(lambda name=name: cluster.admitted(name))
+                await cluster.finish(previous)
+                previous = name
+            needed = "1 more needed" if size == "2" else "2 more needed"
+
+            async def current() -> bool:
+                return bool(changes) and changes[-1][1].endswith(needed)
+
+            await eventually(current, timeout=interval + 10)
+        finally:
+            recorder.cancel()
+
+    # The first change was written before the recorder started; the others it saw as they came.
+    live = changes[1:]
+    gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(live)]
+    assert len(live) >= 2, changes
+    # 0.2 s of slack for the poll interval and apiserver latency.
+    assert all(gap >= interval - 0.2 for gap in gaps), (gaps, changes)

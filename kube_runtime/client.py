@@ -16,12 +16,12 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import json
 import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
+import orjson
 import structlog
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
@@ -133,9 +133,13 @@ def error_from_status(status: Obj, http_code: int | None = None) -> ApiError:
     return _ERRORS_BY_CODE.get(code, ApiError)(status)
 
 
+def _dumps_text(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def _status_from_body(http_code: int, body: bytes) -> Obj:
     try:
-        decoded = json.loads(body)
+        decoded = orjson.loads(body)
     except ValueError:
         decoded = None
     if isinstance(decoded, dict) and decoded.get("kind") == "Status":
@@ -185,7 +189,7 @@ class WatchStreamParser:
 
 def _decode_event(line: bytes) -> tuple[str, Obj]:
     try:
-        event = json.loads(line)
+        event = orjson.loads(line)
         return event["type"], event["object"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ConnectionLost(f"malformed watch event: {line[:200]!r}") from exc
@@ -296,7 +300,7 @@ class KubeClient:
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": USER_AGENT},
-                json_serialize=json.dumps,
+                json_serialize=_dumps_text,
             )
         return self._session
 
@@ -440,7 +444,7 @@ class KubeClient:
         """
         data = None
         if body is not None:
-            data = json.dumps(body, separators=(",", ":")).encode()
+            data = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
             content_type = content_type or JSON
         client_timeout = aiohttp.ClientTimeout(
             total=request_timeout or self._request_timeout, sock_connect=self._connect_timeout
@@ -474,7 +478,7 @@ class KubeClient:
             break
         if not payload:
             return {}
-        return json.loads(payload)
+        return orjson.loads(payload)
 
     async def _get(self, path: str, params: dict[str, Any] | None = None) -> Obj:
         """GETs are idempotent: retry connection-level failures with jittered backoff and a ceiling."""

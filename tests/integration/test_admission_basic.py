@@ -228,3 +228,40 @@ async def test_missing_queues_are_inadmissible_by_default(kube, cluster):
         assert no_lq == ("Inadmissible", "LocalQueue nowhere doesn't exist")
         no_cq = await eventually(lambda: cluster.pending_reason("no-cq"))
         assert no_cq == ("Inadmissible", f"ClusterQueue {missing_cq} doesn't exist")
+
+
+async def test_every_cluster_queue_that_exists_before_the_agent_starts_gets_its_status(kube, cluster):
+    """A new ClusterQueue gets its finalizer and its Active condition from one reconcile: the
+    finalizer's own update is no spec change and brings nothing back (20 queues made this race
+    lose for most of them)."""
+    rf = unique("default")
+    await cluster.create(resource_flavor(rf))
+    names = [unique("early") for _ in range(20)]
+    for i, name in enumerate(names):
+        await cluster.create(cluster_queue(name, {rf: {"cpu": "1"}}, cohort=f"{names[0]}-{i % 4}"))
+        await cluster.create(local_queue(cluster.namespace, f"lq-{i}", name))
+    async with running_agent(kube):
+
+        async def unreported() -> list[str] | None:
+            missing = []
+            for name in names:
+                cq = await cluster.cq(name)
+                active = condition(cq, api.CONDITION_ACTIVE)
+                finalizers = cq["metadata"].get("finalizers") or []
+                if (
+                    active is None
+                    or active["status"] != "True"
+                    or api.FINALIZER_RESOURCE_IN_USE not in finalizers
+                ):
+                    missing.append(name)
+            return missing or None
+
+        async def all_reported() -> bool:
+            return await unreported() is None
+
+        try:
+            await eventually(all_reported, timeout=30)
+        except AssertionError:
+            raise AssertionError(
+                f"ClusterQueues without Active=True or finalizer: {await unreported()}"
+            ) from None

@@ -172,10 +172,10 @@ class QueueStatusControllers:
                 self.kube, api.CLUSTER_QUEUE, cq, api.FINALIZER_RESOURCE_IN_USE, present=False
             ):
                 return None
-        elif await set_finalizer(
-            self.kube, api.CLUSTER_QUEUE, cq, api.FINALIZER_RESOURCE_IN_USE, present=True
-        ):
-            return None
+        else:
+            # The finalizer and the status in one pass: the finalizer's own update is no spec change,
+            # so nothing else would bring a new ClusterQueue back here for its Active condition.
+            await set_finalizer(self.kube, api.CLUSTER_QUEUE, cq, api.FINALIZER_RESOURCE_IN_USE, present=True)
         status = self.cluster_queue_status(cq)
         try:
             await apply_status_if_changed(self.kube, api.CLUSTER_QUEUE, cq, status, FIELD_MANAGER_QUEUES)

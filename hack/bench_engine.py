@@ -1005,9 +1005,10 @@ def load_localfleet() -> Any:
 class BenchCluster:
     """One fresh manager-only cluster (`localfleet up --workers 0`), always torn down by `down()`."""
 
-    def __init__(self, run_dir: Path, label: str) -> None:
+    def __init__(self, run_dir: Path, label: str, extra_up_args: list[str] | None = None) -> None:
         self.run_dir = run_dir
         self.label = label
+        self.extra_up_args = list(extra_up_args or ())
         self.started = False
 
     @property
@@ -1027,7 +1028,7 @@ class BenchCluster:
             raise BenchError(f"{self.run_dir} already exists: another benchmark may be running there")
         say(f"starting a fresh cluster for {self.label} in {self.run_dir}")
         self.started = True
-        self._localfleet("up", "--workers", "0", "--no-smoke")
+        self._localfleet("up", "--workers", "0", "--no-smoke", *self.extra_up_args)
         if not self.kubeconfig.is_file():
             raise BenchError(f"localfleet did not write {self.kubeconfig}")
 
@@ -1108,10 +1109,15 @@ class EngineProcess:
 
 
 def write_agent_config(
-    path: Path, metrics_port: int, health_port: int, qps: float = 50, burst: int = 100
+    path: Path,
+    metrics_port: int,
+    health_port: int,
+    qps: float = 50,
+    burst: int = 100,
+    extra_config: dict[str, Any] | None = None,
 ) -> Path:
     """minimalkueue's settings in our Configuration: QPS 50/burst 100 (unless told otherwise), its
-    group concurrency, no election."""
+    group concurrency, no election; `extra_config` fields (e.g. fairSharing) on top."""
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta1",
         "kind": "Configuration",
@@ -1129,19 +1135,26 @@ def write_agent_config(
                 "ResourceFlavor.kueue.x-k8s.io": 1,
             }
         },
+        **(extra_config or {}),
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
 def agent_engine(
-    work_dir: Path, kubeconfig: Path, qps: float = 50, burst: int = 100
+    work_dir: Path,
+    kubeconfig: Path,
+    qps: float = 50,
+    burst: int = 100,
+    extra_config: dict[str, Any] | None = None,
 ) -> tuple[EngineProcess, int]:
     if not (REPO / "worker_agent" / "__main__.py").is_file():
         raise BenchError("worker_agent/__main__.py does not exist yet: the agent's entry point is needed")
     lf = load_localfleet()
     metrics_port, health_port = lf.free_port(), lf.free_port()
-    config = write_agent_config(work_dir / "agent-config.yaml", metrics_port, health_port, qps, burst)
+    config = write_agent_config(
+        work_dir / "agent-config.yaml", metrics_port, health_port, qps, burst, extra_config
+    )
     venv_python = REPO / ".venv" / "bin" / "python"
     python = str(venv_python if venv_python.exists() else Path(sys.executable))
     cmd = [

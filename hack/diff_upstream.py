@@ -59,6 +59,10 @@ DOC_PATH = REPO / "docs" / "differential.md"
 ANNOTATION_AFTER = "scenario.kueue-federation.io/after"
 ANNOTATION_RUNS_FOR = "scenario.kueue-federation.io/runs-for"
 KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
+CONFIG_V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
+# The Configuration fields a scenario may set (for both engines).
+SCENARIO_CONFIG_FIELDS = ("fairSharing",)
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 # Created in this order, whatever their order in the file (a LocalQueue needs its Namespace).
 SETUP_KINDS = ("Namespace", "WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
 PLURALS = {
@@ -106,6 +110,12 @@ class Scenario:
     workloads: list[ScenarioWorkload]
     # Workload key -> the scenario it came from, when several scenarios run together.
     origin: dict[str, str] = field(default_factory=dict)
+    # Configuration fields for both engines (config.kueue.x-k8s.io/v1beta1 form), e.g. fairSharing.
+    config: Obj = field(default_factory=dict)
+
+    @property
+    def fair_sharing(self) -> bool:
+        return bool((self.config.get("fairSharing") or {}).get("enable"))
 
     @property
     def name(self) -> str:
@@ -122,11 +132,25 @@ def scenario_name(path: Path) -> str:
         return str(path)
 
 
-def merge_scenarios(scenarios: list[Scenario]) -> Scenario:
+def group_by_config(scenarios: list[Scenario]) -> list[Scenario]:
+    """`--together`: one merged run per distinct Configuration (fair sharing changes every decision,
+    so scenarios written without it never run with it)."""
+    groups: dict[str, list[Scenario]] = {}
+    for sc in scenarios:
+        groups.setdefault(json.dumps(sc.config, sort_keys=True), []).append(sc)
+    if len(groups) == 1:
+        return [merge_scenarios(scenarios)]
+    return [merge_scenarios(group, f"together-{i}") for i, group in enumerate(groups.values(), 1)]
+
+
+def merge_scenarios(scenarios: list[Scenario], name: str = "together") -> Scenario:
     """Several scenarios as one run (`--together`): setup objects they share must be identical,
     Workloads follow each other in the given order."""
     setup: dict[tuple[str, str, str], Obj] = {}
-    merged = Scenario(Path("together"), [], [])
+    configs = {json.dumps(sc.config, sort_keys=True) for sc in scenarios}
+    if len(configs) > 1:
+        raise ScenarioError("scenarios run together must have the same Configuration")
+    merged = Scenario(Path(name), [], [], config=scenarios[0].config if scenarios else {})
     for sc in scenarios:
         for obj in sc.setup:
             meta = obj["metadata"]
@@ -159,6 +183,44 @@ def _seconds(obj: Obj, annotation: str) -> float | None:
     return seconds
 
 
+def scenario_config(doc: Obj, where: str) -> Obj:
+    """A scenario's Configuration document: only SCENARIO_CONFIG_FIELDS, checked."""
+    if doc.get("apiVersion") != CONFIG_V1BETA1:
+        got = doc.get("apiVersion")
+        raise ScenarioError(f"{where}: a Configuration must be {CONFIG_V1BETA1} (got {got})")
+    extra = sorted(set(doc) - {"apiVersion", "kind", *SCENARIO_CONFIG_FIELDS})
+    if extra:
+        raise ScenarioError(
+            f"{where}: Configuration field(s) {', '.join(extra)} not supported in a scenario "
+            f"(only {', '.join(SCENARIO_CONFIG_FIELDS)})"
+        )
+    fair = doc.get("fairSharing")
+    if fair is not None:
+        if not isinstance(fair, dict) or not isinstance(fair.get("enable", False), bool):
+            raise ScenarioError(f"{where}: fairSharing must be a mapping with a boolean enable")
+        strategies = fair.get("preemptionStrategies")
+        if strategies is not None and (
+            not isinstance(strategies, list) or any(s not in FAIR_SHARING_STRATEGIES for s in strategies)
+        ):
+            allowed = ", ".join(FAIR_SHARING_STRATEGIES)
+            raise ScenarioError(f"{where}: fairSharing.preemptionStrategies must be a list of {allowed}")
+    return {k: doc[k] for k in SCENARIO_CONFIG_FIELDS if k in doc}
+
+
+def upstream_config_fields(config: Obj) -> Obj:
+    """A scenario's Configuration fields in upstream's config.kueue.x-k8s.io/v1beta2 form: fair sharing
+    is on when `fairSharing` is present there (v1beta2 dropped `enable`)."""
+    fields: Obj = {}
+    fair = config.get("fairSharing") or {}
+    if fair.get("enable"):
+        fields["fairSharing"] = {
+            "preemptionStrategies": list(
+                fair.get("preemptionStrategies") or ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+            )
+        }
+    return fields
+
+
 def load_scenario(path: Path) -> Scenario:
     """Validate and split one scenario file: setup objects by kind, Workloads in file order."""
     try:
@@ -167,9 +229,15 @@ def load_scenario(path: Path) -> Scenario:
         raise ScenarioError(f"{path}: {e}") from e
     setup: list[Obj] = []
     workloads: list[ScenarioWorkload] = []
+    config: Obj | None = None
     for i, doc in enumerate(docs, 1):
         where = f"{path}: document {i}"
         kind, version = doc.get("kind"), doc.get("apiVersion")
+        if kind == "Configuration":
+            if config is not None:
+                raise ScenarioError(f"{where}: a second Configuration")
+            config = scenario_config(doc, where)
+            continue
         meta = doc.get("metadata") or {}
         if not meta.get("name"):
             raise ScenarioError(f"{where}: metadata.name is required")
@@ -180,7 +248,9 @@ def load_scenario(path: Path) -> Scenario:
             if version != KUEUE_V1BETA1:
                 raise ScenarioError(f"{where}: {kind} must be {KUEUE_V1BETA1} (got {version})")
         else:
-            raise ScenarioError(f"{where}: kind {kind!r} is not one of Namespace, {', '.join(PLURALS)}")
+            raise ScenarioError(
+                f"{where}: kind {kind!r} is not one of Namespace, {', '.join(PLURALS)}, Configuration"
+            )
         if kind in ("LocalQueue", "Workload") and not meta.get("namespace"):
             raise ScenarioError(f"{where}: a {kind} needs metadata.namespace")
         if kind == "Workload":
@@ -200,7 +270,7 @@ def load_scenario(path: Path) -> Scenario:
     if len(set(keys)) != len(keys):
         raise ScenarioError(f"{path}: two Workloads share a namespace/name")
     setup.sort(key=lambda o: SETUP_KINDS.index(o["kind"]))
-    return Scenario(path, setup, workloads)
+    return Scenario(path, setup, workloads, config=config or {})
 
 
 def scenario_paths(args: Iterable[str]) -> list[Path]:
@@ -567,23 +637,65 @@ class ScenarioRun:
         return result
 
 
+class FleetKueue:
+    """Upstream's full `kueue` binary, which `localfleet up --upstream-kueue manager` starts and
+    supervises (minimalkueue has no fair sharing and takes no configuration); the runner only reads
+    its log."""
+
+    name = "kueue"
+    cpu_s: float | None = None
+    peak_rss_mib: float | None = None
+
+    def __init__(self, run_dir: Path) -> None:
+        self.log_path = run_dir / "manager" / "upstream-kueue.log"
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass  # stopped with its cluster
+
+    def sample(self) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return True  # the fleet's supervisor restarts it; a dead one never reports on the queues
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError as e:
+            return f"(no log: {e})"
+
+
 def run_engine(
     engine: str, scenario: Scenario, args: argparse.Namespace, run_root: Path, work_dir: Path
 ) -> EngineResult:
     """A fresh cluster for one engine and one scenario, always torn down."""
     binary = crds = None
-    if engine == "upstream":
+    full_upstream = engine == "upstream" and bool(upstream_config_fields(scenario.config))
+    extra_up_args: list[str] = []
+    if full_upstream:
+        fields = work_dir / "upstream-config-fields.yaml"
+        fields.write_text(yaml.safe_dump(upstream_config_fields(scenario.config)))
+        extra_up_args = ["--upstream-kueue", "manager", "--upstream-kueue-config", str(fields)]
+    elif engine == "upstream":
         binary, crds = bench_engine.ensure_minimalkueue()
-    cluster = bench_engine.BenchCluster(run_root / engine, f"{engine} ({scenario.name})")
+    cluster = bench_engine.BenchCluster(run_root / engine, f"{engine} ({scenario.name})", extra_up_args)
     try:
         cluster.up()
-        if engine == "upstream":
+        if full_upstream:
+            proc = FleetKueue(cluster.run_dir)
+            shape = bench_engine.UPSTREAM
+        elif engine == "upstream":
             assert binary is not None and crds is not None
             bench_engine.install_upstream_crds(cluster, crds)
             proc = bench_engine.minimalkueue_engine(work_dir, cluster.kubeconfig, binary)
             shape = bench_engine.UPSTREAM
         else:
-            proc, _metrics_port = bench_engine.agent_engine(work_dir, cluster.kubeconfig)
+            proc, _metrics_port = bench_engine.agent_engine(
+                work_dir, cluster.kubeconfig, extra_config=scenario.config
+            )
             shape = bench_engine.OURS
         runner = ScenarioRun(
             scenario, shape, cluster.kubeconfig, proc, quiet_s=args.quiet_seconds, timeout_s=args.timeout
@@ -761,7 +873,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         scenarios = [load_scenario(p) for p in scenario_paths(args.scenarios or [str(SCENARIO_DIR)])]
         if args.together and len(scenarios) > 1:
-            scenarios = [merge_scenarios(scenarios)]
+            scenarios = group_by_config(scenarios)
         if "upstream" in engines:
             bench_engine.ensure_minimalkueue()
         for scenario in scenarios:

@@ -1070,6 +1070,9 @@ class FleetOptions:
     worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
     # Clusters that run upstream Kueue instead of our worker_agent (and, for the manager, our manager).
     upstream_kueue: tuple[str, ...] = ()
+    # Top-level fields merged over the config.kueue.x-k8s.io/v1beta2 Configuration upstream Kueue gets
+    # (`up --upstream-kueue-config FILE`), e.g. fairSharing for the differential runner.
+    upstream_kueue_config: dict = field(default_factory=dict)
     # One etcd (the manager's) serves every apiserver, each under its own key prefix (--etcd-prefix).
     shared_etcd: bool = False
     # Workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller:
@@ -1739,6 +1742,7 @@ class FleetUp:
                 "workerLostTimeout": self.opts.worker_lost_timeout,
             },
             **self.client_connection(),
+            **self.opts.upstream_kueue_config,
         }
 
     def upstream_command(self, c: ClusterPlan, config: Path) -> list[str]:
@@ -2530,6 +2534,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         client_burst=args.client_burst,
         worker_lost_timeout=args.worker_lost_timeout,
         upstream_kueue=upstream,
+        upstream_kueue_config=upstream_kueue_config(args.upstream_kueue_config, upstream),
         shared_etcd=args.shared_etcd,
         light_workers=args.light_workers,
     )
@@ -2566,6 +2571,21 @@ def cmd_up(args: argparse.Namespace) -> None:
                 "stops it)"
             ) from None
     log(f"up finished in {fmt_duration(time.monotonic() - t0)}")
+
+
+def upstream_kueue_config(path: str | None, upstream: tuple[str, ...]) -> dict:
+    """The fields of `--upstream-kueue-config FILE`, checked to be a mapping."""
+    if path is None:
+        return {}
+    if not upstream:
+        raise FleetError("--upstream-kueue-config needs --upstream-kueue CLUSTER")
+    try:
+        fields = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise FleetError(f"--upstream-kueue-config {path}: {e}") from e
+    if not isinstance(fields, dict):
+        raise FleetError(f"--upstream-kueue-config {path}: not a YAML mapping of Configuration fields")
+    return fields
 
 
 def upstream_kueue_clusters(names: list[str], workers: int) -> tuple[str, ...]:
@@ -2770,6 +2790,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run upstream Kueue (KUEUE_VERSION of hack/versions.env, built on first use) on CLUSTER "
         "(manager or workerN) instead of our worker_agent, and on the manager instead of our manager "
         "too; repeatable",
+    )
+    u.add_argument(
+        "--upstream-kueue-config",
+        metavar="FILE",
+        help="a YAML mapping of config.kueue.x-k8s.io/v1beta2 Configuration fields merged over the one "
+        "upstream Kueue gets (e.g. fairSharing); needs --upstream-kueue",
     )
     u.add_argument(
         "--shared-etcd",

@@ -209,9 +209,11 @@ def test_the_repository_scenarios_load_and_run_together():
     scenarios = [diff.load_scenario(p) for p in paths]
     assert {s.name for s in scenarios} >= {"fifo.yaml", "long/baseline-mini.yaml"}
     short = [s for s in scenarios if "/" not in s.name]
-    merged = diff.merge_scenarios(short)
-    assert len(merged.workloads) == sum(len(s.workloads) for s in short)
-    assert merged.origin_of(short[0].workloads[0].key) == short[0].name
+    runs = diff.group_by_config(short)
+    assert sum(len(run.workloads) for run in runs) == sum(len(s.workloads) for s in short)
+    assert runs[0].origin_of(short[0].workloads[0].key) == short[0].name
+    # fair-sharing.yaml runs apart: fair sharing would change every other scenario's decisions.
+    assert [run.fair_sharing for run in runs] == [False, True]
 
 
 def test_scenarios_that_clash_cannot_run_together(tmp_path):
@@ -238,3 +240,64 @@ def test_a_pending_workload_s_reason_and_message_are_compared():
     assert ours.field("pending") == "WaitingForQuota: couldn't assign flavors"
     assert ours.field("pending") != theirs.field("pending")
     assert diff.outcome_of(None, None).field("pending") == "-"
+
+
+CONFIG = """
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+fairSharing: {enable: true, preemptionStrategies: [LessThanInitialShare]}
+---
+"""
+
+
+def test_a_scenario_configuration_reaches_both_engines_in_their_forms(tmp_path):
+    sc = diff.load_scenario(write(tmp_path, CONFIG + SCENARIO))
+    assert sc.config == {"fairSharing": {"enable": True, "preemptionStrategies": ["LessThanInitialShare"]}}
+    assert sc.fair_sharing
+    # Upstream's v1beta2 Configuration has no `enable`: fairSharing present means on.
+    assert diff.upstream_config_fields(sc.config) == {
+        "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]}
+    }
+    assert diff.upstream_config_fields({"fairSharing": {"enable": False}}) == {}
+    assert diff.upstream_config_fields({}) == {}
+    assert diff.load_scenario(write(tmp_path, SCENARIO, "plain.yaml")).config == {}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n", "must be config.kueue"),
+        (
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nwaitForPodsReady: {}\n",
+            "waitForPodsReady not supported",
+        ),
+        (
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+            "fairSharing: {enable: true, preemptionStrategies: [Sometimes]}\n",
+            "preemptionStrategies must be",
+        ),
+        (
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+            "fairSharing: {enable: yes-please}\n",
+            "boolean enable",
+        ),
+    ],
+)
+def test_a_scenario_configuration_is_checked(tmp_path, config, message):
+    with pytest.raises(diff.ScenarioError, match=message):
+        diff.load_scenario(write(tmp_path, config + "---\n" + SCENARIO))
+
+
+def test_scenarios_with_different_configurations_run_apart(tmp_path):
+    plain = diff.load_scenario(write(tmp_path, SCENARIO, "a.yaml"))
+    fair_text = CONFIG + SCENARIO.replace("name: first", "name: third").replace(
+        "name: second", "name: fourth"
+    )
+    fair = diff.load_scenario(write(tmp_path, fair_text, "b.yaml"))
+    runs = diff.group_by_config([plain, fair])
+    assert [(run.name, run.fair_sharing, len(run.workloads)) for run in runs] == [
+        ("together-1", False, 2),
+        ("together-2", True, 2),
+    ]
+    with pytest.raises(diff.ScenarioError, match="same Configuration"):
+        diff.merge_scenarios([plain, fair])

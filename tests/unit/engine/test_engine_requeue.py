@@ -141,7 +141,9 @@ def test_baseline_mini_replay_evicts_about_as_often_as_upstream():
     result = replay(load(BASELINE_MINI))
     assert len(result.finished) == 150
     assert sum(result.evictions.values()) <= 2 * UPSTREAM_BASELINE_MINI_EVICTIONS
-    assert max(result.evictions.values(), default=0) == 1, "no Workload evicted twice, as upstream"
-    # Large workloads (priority 200) are admitted at once: they never wait for a borrower's eviction.
-    larges = [k for k in result.admitted_at if "/large-" in k]
-    assert len(larges) == 15
+    assert max(result.evictions.values(), default=0) == 1, "no Workload evicted twice"
+    # Only the first large workloads (t=1.2 s) find borrowers to evict; later ones find the
+    # cohort free because the parked borrowers wait for the batch window.
+    preemptors = {preemptor for _, _, preemptor in result.preemptions}
+    assert preemptors <= {f"cq-{i}/large-0" for i in range(3)}
+    assert len([k for k in result.admitted_at if "/large-" in k]) == 15

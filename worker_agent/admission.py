@@ -28,10 +28,12 @@ from worker_agent.config import Configuration
 from worker_agent.engine import (
     LimitRangeDefaults,
     QueueManager,
+    RequeueBatcher,
     Scheduler,
     SchedulerConfig,
     Snapshot,
     WorkloadInfo,
+    requeue_scope,
 )
 from worker_agent.engine.resources import resource_list_to_api
 from worker_agent.engine.scheduler import Admit, CycleResult, Preempt, Requeue, selector_matches
@@ -41,7 +43,6 @@ log = structlog.get_logger("worker_agent.admission")
 
 Obj = dict[str, Any]
 
-FLUSH_BATCH_SECONDS = 0.1
 PENDING_WRITE_ATTEMPTS = 5
 PENDING_WRITE_RETRY_SECONDS = 0.2  # inadmissible requeues are batched (§3.2)
 MAX_PARALLEL_PREEMPTIONS = 8
@@ -214,8 +215,8 @@ class AdmissionState:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self._overheads: dict[str, Obj] | None = None
         self.wake = asyncio.Event()
-        self._flush_cqs: set[str] = set()
-        self._flush_task: asyncio.Task[None] | None = None
+        # Inadmissible flushes, batched per cohort tree as upstream's requeuer does (engine/ordering.py).
+        self.requeuer = RequeueBatcher()
         # Listeners told which CQ / LQ keys changed (status controllers).
         self.on_cluster_queue_changed: list[Callable[[str], None]] = []
         self.on_local_queue_changed: list[Callable[[str], None]] = []
@@ -280,8 +281,6 @@ class AdmissionState:
     async def stop(self) -> None:
         for informer in self.informers:
             await informer.stop()
-        if self._flush_task is not None:
-            self._flush_task.cancel()
         for task in list(self._tasks):
             task.cancel()
 
@@ -562,14 +561,27 @@ class AdmissionState:
     # -- inadmissible flush (batched) --------------------------------------------------------------
 
     def request_flush(self, cq_names: Iterable[str]) -> None:
-        self._flush_cqs.update(n for n in cq_names if n)
-        if self._flush_task is None or self._flush_task.done():
-            with contextlib.suppress(RuntimeError):
-                self._flush_task = asyncio.get_running_loop().create_task(self._flush_later())
+        """Retry the parked workloads of these ClusterQueues' cohort trees, once per batch window:
+        `REQUEUE_BATCH_SECONDS` after the window's first request, as upstream does."""
+        now = self.clock.monotonic()
+        for name in cq_names:
+            if not name:
+                continue
+            scope = requeue_scope(self.snapshot, name)
+            if self.requeuer.request(scope, name, now) is None:
+                continue  # joins the scope's open window
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # not running (tests building state): flush at once
+                self.flush_now(self.requeuer.take(scope))
+                continue
+            self._spawn(self._flush_later(scope))
 
-    async def _flush_later(self) -> None:
-        await self.clock.sleep(FLUSH_BATCH_SECONDS)
-        names, self._flush_cqs = self._flush_cqs, set()
+    async def _flush_later(self, scope: str) -> None:
+        try:
+            await self.clock.sleep(self.requeuer.period)
+        finally:
+            names = self.requeuer.take(scope)
         self.flush_now(names)
 
     def flush_now(self, names: Iterable[str]) -> int:

@@ -3,7 +3,14 @@ ordering, preemption and fair sharing. No I/O, no asyncio, no Kubernetes client 
 
 from .fairsharing import Share, dominant_resource_share
 from .flavorassigner import Assignment, FlavorAssigner, Mode, PreemptionMode, assign_flavors
-from .ordering import ClusterQueuePending, QueueManager, queue_order_key
+from .ordering import (
+    REQUEUE_BATCH_SECONDS,
+    ClusterQueuePending,
+    QueueManager,
+    RequeueBatcher,
+    queue_order_key,
+    requeue_scope,
+)
 from .preemption import Preemptor, Target, policy_allows
 from .requests import (
     LimitRangeDefaults,
@@ -29,6 +36,7 @@ from .snapshot import (
 )
 
 __all__ = [
+    "REQUEUE_BATCH_SECONDS",
     "Admission",
     "Admit",
     "Assignment",
@@ -47,6 +55,7 @@ __all__ = [
     "QueueManager",
     "RequestConfig",
     "Requeue",
+    "RequeueBatcher",
     "ResourceFlavor",
     "Scheduler",
     "SchedulerConfig",
@@ -67,5 +76,6 @@ __all__ = [
     "potential_available",
     "quantity_amount",
     "queue_order_key",
+    "requeue_scope",
     "run_until_idle",
 ]

@@ -13,7 +13,11 @@ from collections.abc import Iterable
 
 from kube_runtime import api
 
-from .snapshot import WorkloadInfo
+from .snapshot import Snapshot, WorkloadInfo
+
+# Kueue's inadmissible requeuer (pkg/cache/queue/inadmissible_workloads.go, requeueBatchPeriod):
+# a flush request is delivered this long after the first request of its scope.
+REQUEUE_BATCH_SECONDS = 1.0
 
 
 def queue_order_key(wl: WorkloadInfo) -> tuple:
@@ -334,3 +338,52 @@ class QueueManager:
     def no_fit_reason(self, key: str) -> str | None:
         cq = self._where.get(key)
         return self.queues[cq].no_fit_reason(key) if cq is not None else None
+
+
+def requeue_scope(snapshot: Snapshot, cq_name: str) -> str:
+    """What one flush request covers (§3.2): a ClusterQueue without a cohort flushes itself, one
+    in a cohort flushes its whole tree, so requests are batched per root cohort."""
+    cq = snapshot.cluster_queues.get(cq_name)
+    if cq is None or cq.parent is None:
+        return f"ClusterQueue/{cq_name}"
+    return f"Cohort/{cq.root().name}"
+
+
+class RequeueBatcher:
+    """Batches inadmissible flush requests as Kueue's requeuer does (a delaying work queue of
+    requeue requests): the first request for a scope opens a window of `period` seconds; requests
+    for that scope until the window is taken join it and do not postpone it. A change that may let
+    parked workloads fit (a workload finishing or evicted, a quota change) therefore retries them
+    once, `period` after the first such change, however many follow."""
+
+    def __init__(self, period: float = REQUEUE_BATCH_SECONDS) -> None:
+        self.period = period
+        self._due: dict[str, float] = {}
+        self._names: dict[str, set[str]] = {}
+
+    def request(self, scope: str, cq_name: str, now: float) -> float | None:
+        """Record a request; returns the window's deadline when this request opened it (the caller
+        then takes the scope at that time), None when it joined an open window."""
+        self._names.setdefault(scope, set()).add(cq_name)
+        if scope in self._due:
+            return None
+        due = self._due[scope] = now + self.period
+        return due
+
+    def due_at(self, scope: str) -> float | None:
+        return self._due.get(scope)
+
+    def take(self, scope: str) -> set[str]:
+        """Close the scope's window: the ClusterQueues whose parked workloads to flush now."""
+        self._due.pop(scope, None)
+        return self._names.pop(scope, set())
+
+    def take_due(self, now: float) -> set[str]:
+        """Close every window whose deadline has passed; their ClusterQueues."""
+        names: set[str] = set()
+        for scope in [s for s, due in self._due.items() if due <= now]:
+            names |= self.take(scope)
+        return names
+
+    def pending(self) -> int:
+        return len(self._due)

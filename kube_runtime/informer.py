@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import random
+import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,30 @@ def strip_managed_fields(obj: Obj) -> Obj:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
+
+
+# Strings up to this length are interned by `intern_strings`: keys, and values that repeat across
+# objects (condition types and reasons, queue and flavor names, quantities, timestamps).
+INTERN_MAX_LENGTH = 64
+
+
+def intern_strings(value: Any) -> Any:
+    """A copy of a decoded JSON value whose keys and short strings are interned. Every object of a
+    watch is decoded from its own document, with its own copy of each key and repeated value
+    ("status", "lastTransitionTime", "True"...): interned, one copy serves every cached object."""
+    if isinstance(value, dict):
+        return {sys.intern(k): intern_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [intern_strings(v) for v in value]
+    if isinstance(value, str) and len(value) <= INTERN_MAX_LENGTH:
+        return sys.intern(value)
+    return value
+
+
+def compact(obj: Obj) -> Obj:
+    """The transform for caches of many objects whose readers never need managedFields: without
+    them, strings interned. Returns a new object."""
+    return intern_strings(strip_managed_fields(obj))
 
 
 def _resource_version(obj: Obj | None) -> str | None:

@@ -9,6 +9,8 @@ from kube_runtime.informer import (
     MODIFIED,
     Store,
     StoreEvent,
+    compact,
+    intern_strings,
     object_key,
     strip_managed_fields,
 )
@@ -184,3 +186,31 @@ def test_strip_managed_fields_keeps_everything_else():
     assert strip_managed_fields(obj) is obj
     assert obj == cm("a", "1", queue="q")
     assert strip_managed_fields({"kind": "Status"}) == {"kind": "Status"}
+
+
+def test_intern_strings_shares_keys_and_short_values_between_objects():
+    import json
+
+    # Decoded separately, as a watch decodes each event: equal strings are distinct objects.
+    first, second = (json.loads(json.dumps(cm(name, "1", queue="user-queue"))) for name in ("a", "b"))
+    assert first["metadata"]["labels"]["queue"] is not second["metadata"]["labels"]["queue"]
+    long_value = "x" * 100
+    first["data"] = {"long": long_value, "n": 3, "flag": True, "items": ["Ready", None]}
+
+    a, b = intern_strings(first), intern_strings(second)
+
+    assert a == first and b == second  # equal values, new containers
+    assert a["metadata"]["labels"]["queue"] is b["metadata"]["labels"]["queue"]
+    key_a = next(k for k in a["metadata"] if k == "resourceVersion")
+    key_b = next(k for k in b["metadata"] if k == "resourceVersion")
+    assert key_a is key_b
+    assert a["data"]["items"][0] is intern_strings(["Ready"])[0]
+    assert a["data"]["long"] is long_value  # long strings are left alone
+
+
+def test_compact_is_a_store_transform_without_managed_fields():
+    store = Store(transform=compact)
+    store.add_index("queue", by_queue)
+    event = store.apply_event(ADDED, with_managed_fields(cm("a", "1", queue="q")))
+    assert event.new == cm("a", "1", queue="q") == store.get("ns/a")
+    assert names(store.by_index("queue", "q")) == ["a"]

@@ -1,7 +1,9 @@
 """List-then-watch cache of one resource type, with secondary indexes and event handlers.
 
 The Informer lists (paged), fills a Store, then watches from the list's resourceVersion with
-bookmarks, keeping the newest RV from every event. A 410 Gone re-lists and reconciles the cache
+bookmarks, keeping the newest RV from every event. An optional transform (client-go's
+SetTransform) trims each object before it enters the Store, e.g. `strip_managed_fields`: the cache,
+the indexes and the handlers only ever see the trimmed object. A 410 Gone re-lists and reconciles the cache
 (deletes for vanished objects, updates for changed ones); EOF, an inactivity timeout or a broken
 connection reconnect from the last RV after a jittered backoff.
 """
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import random
+import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +28,9 @@ log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
 IndexFunc = Callable[[Obj], Iterable[str]]
+# Trims an object before it is cached (it may change it in place and return it). It must keep
+# metadata.name, namespace and resourceVersion, which the Store keys and compares.
+Transform = Callable[[Obj], Obj]
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
 
@@ -34,6 +40,39 @@ def object_key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta['name']}" if namespace else meta["name"]
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drops metadata.managedFields (server-side apply bookkeeping, often as large as the rest of
+    the object), for caches whose readers never look at it. In place; returns `obj`."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+# Strings up to this length are interned by `intern_strings`: keys, and values that repeat across
+# objects (condition types and reasons, queue and flavor names, quantities, timestamps).
+INTERN_MAX_LENGTH = 64
+
+
+def intern_strings(value: Any) -> Any:
+    """A copy of a decoded JSON value whose keys and short strings are interned. Every object of a
+    watch is decoded from its own document, with its own copy of each key and repeated value
+    ("status", "lastTransitionTime", "True"...): interned, one copy serves every cached object."""
+    if isinstance(value, dict):
+        return {sys.intern(k): intern_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [intern_strings(v) for v in value]
+    if isinstance(value, str) and len(value) <= INTERN_MAX_LENGTH:
+        return sys.intern(value)
+    return value
+
+
+def compact(obj: Obj) -> Obj:
+    """The transform for caches of many objects whose readers never need managedFields: without
+    them, strings interned. Returns a new object."""
+    return intern_strings(strip_managed_fields(obj))
 
 
 def _resource_version(obj: Obj | None) -> str | None:
@@ -51,10 +90,14 @@ class StoreEvent:
 
 
 class Store:
-    """The cache: objects by key plus secondary indexes. Pure, no I/O."""
+    """The cache: objects by key plus secondary indexes. Pure, no I/O. With a `transform`, every
+    object that enters (upsert, watch event, re-list) is transformed first."""
 
-    def __init__(self, key_func: Callable[[Obj], str] = object_key) -> None:
+    def __init__(
+        self, key_func: Callable[[Obj], str] = object_key, transform: Transform | None = None
+    ) -> None:
         self._key_func = key_func
+        self._transform = transform
         self._items: dict[str, Obj] = {}
         self._indexers: dict[str, IndexFunc] = {}
         # index name -> index value -> keys; and index name -> key -> values (to undo on update/delete)
@@ -127,8 +170,14 @@ class Store:
 
     # -- writes ------------------------------------------------------------------------------
 
+    def _transformed(self, obj: Obj) -> Obj:
+        return self._transform(obj) if self._transform is not None else obj
+
     def upsert(self, obj: Obj) -> Obj | None:
-        """Insert or replace; returns the previous object (None if new)."""
+        """Insert or replace (transformed); returns the previous object (None if new)."""
+        return self._put(self._transformed(obj))
+
+    def _put(self, obj: Obj) -> Obj | None:
         key = self._key_func(obj)
         old = self._items.get(key)
         self._items[key] = obj
@@ -149,6 +198,7 @@ class Store:
         """Apply one watch event; None when it changes nothing (a BOOKMARK, or an RV already cached)."""
         if event_type == BOOKMARK:
             return None
+        obj = self._transformed(obj)
         key = self._key_func(obj)
         if event_type == DELETED:
             self.delete(key)
@@ -159,12 +209,12 @@ class Store:
         current = self._items.get(key)
         if current is not None and _resource_version(current) == _resource_version(obj):
             return None
-        old = self.upsert(obj)
+        old = self._put(obj)
         return StoreEvent(ADDED, key, None, obj) if old is None else StoreEvent(MODIFIED, key, old, obj)
 
     def replace(self, objs: Iterable[Obj]) -> list[StoreEvent]:
         """Make the cache equal a fresh list; returns the differences as events (re-list reconciliation)."""
-        fresh = {self._key_func(obj): obj for obj in objs}
+        fresh = {self._key_func(obj): obj for obj in map(self._transformed, objs)}
         events: list[StoreEvent] = []
         for key in [k for k in self._items if k not in fresh]:
             old = self.delete(key)
@@ -172,10 +222,10 @@ class Store:
         for key, obj in fresh.items():
             current = self._items.get(key)
             if current is None:
-                self.upsert(obj)
+                self._put(obj)
                 events.append(StoreEvent(ADDED, key, None, obj))
             elif _resource_version(current) != _resource_version(obj) or _resource_version(obj) is None:
-                self.upsert(obj)
+                self._put(obj)
                 events.append(StoreEvent(MODIFIED, key, current, obj))
         return events
 
@@ -214,6 +264,7 @@ class Informer:
         backoff_max: float = 30.0,
         name: str | None = None,
         on_failure: Callable[[BaseException], Any] | None = None,
+        transform: Transform | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -228,7 +279,8 @@ class Informer:
         self._watch_timeout = watch_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
-        self.store = Store()
+        # What the cache keeps of each object (None: all of it); see Transform.
+        self.store = Store(transform=transform)
         # Called (in the informer's task) when a list or watch fails; the MultiKueue manager uses
         # it to notice a lost worker instead of letting the informer retry quietly.
         self._on_failure = on_failure

@@ -21,7 +21,7 @@ from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer, start_servers
-from kube_runtime.informer import Informer, object_key
+from kube_runtime.informer import Informer, compact, object_key
 from kube_runtime.leaderelection import LeaderElector
 from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
@@ -108,21 +108,26 @@ class Manager:
         ns = config.namespace
 
         # -- informers on the manager cluster
-        self.workloads = Informer(kube, api.WORKLOAD, clock=self.clock)
-        self.checks = Informer(kube, api.ADMISSION_CHECK, clock=self.clock)
-        self.configs = Informer(kube, api.MULTIKUEUE_CONFIG, clock=self.clock)
-        self.clusters = Informer(kube, api.MULTIKUEUE_CLUSTER, clock=self.clock)
-        self.secrets = Informer(kube, api.SECRET, namespace=ns, clock=self.clock)
-        self.jobs = Informer(kube, api.JOB, clock=self.clock)
+        # Cached compact: no reader looks at managedFields (our writes are applies and patches built
+        # from scratch), and strings are shared between objects (docs/benchmarks.md, "Scaling series").
+        cached = compact
+        self.workloads = Informer(kube, api.WORKLOAD, clock=self.clock, transform=cached)
+        self.checks = Informer(kube, api.ADMISSION_CHECK, clock=self.clock, transform=cached)
+        self.configs = Informer(kube, api.MULTIKUEUE_CONFIG, clock=self.clock, transform=cached)
+        self.clusters = Informer(kube, api.MULTIKUEUE_CLUSTER, clock=self.clock, transform=cached)
+        self.secrets = Informer(kube, api.SECRET, namespace=ns, clock=self.clock, transform=cached)
+        self.jobs = Informer(kube, api.JOB, clock=self.clock, transform=cached)
         self.workloads.add_index(INDEX_GROUP, group_index)
         # A MultiKueue adapter exists for each enabled integration, as upstream (§3.0).
         lws_enabled = LWS_FRAMEWORK in config.frameworks
         self.leaderworkersets = (
-            Informer(kube, api.LEADER_WORKER_SET, clock=self.clock) if lws_enabled else None
+            Informer(kube, api.LEADER_WORKER_SET, clock=self.clock, transform=cached) if lws_enabled else None
         )
         profile_feature = feature_enabled(config, features.MULTIKUEUE_CLUSTER_PROFILE)
         self.profiles = (
-            Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock) if profile_feature else None
+            Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock, transform=cached)
+            if profile_feature
+            else None
         )
         self.informers = [
             i
@@ -238,6 +243,11 @@ class Manager:
     def _new_remote_client(self, name: str) -> RemoteClient:
         watched = [(api.WORKLOAD, workload_keys)]
         watched += [(a.resource, a.workload_keys_for) for a in self.adapters.values()]
+        transforms = {
+            a.resource: a.remote_cache_transform
+            for a in self.adapters.values()
+            if hasattr(a, "remote_cache_transform")
+        }
         return RemoteClient(
             name,
             self.origin,
@@ -248,6 +258,7 @@ class Manager:
             qps=self.config.qps,
             burst=self.config.burst,
             inactivity_timeout=self.options.watch_inactivity_timeout,
+            transforms=transforms,
         )
 
     def _remote_event(self, _cluster: str, keys: list[str]) -> None:

@@ -24,7 +24,7 @@ from kube_runtime import api, conversion
 from kube_runtime.client import ConnectionLost, KubeClient, NotFound, Unauthorized
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import format_time
-from kube_runtime.informer import Informer, object_key
+from kube_runtime.informer import Informer, Transform, compact, object_key
 from manager import kubeconfig as creds
 
 log = structlog.get_logger("manager.remote")
@@ -65,10 +65,13 @@ class RemoteClient:
         qps: float | None = None,
         burst: int = 100,
         inactivity_timeout: float = 60.0,
+        transforms: dict[api.Resource, Transform] | None = None,
     ) -> None:
         self.name = name
         self.origin = origin
         self._watched = list(watched)
+        # What the watch caches keep of each object (default `compact`; an adapter may keep less).
+        self._transforms = transforms or {}
         self.clock = clock
         self._on_event = on_event
         self._on_lost = on_lost
@@ -175,6 +178,7 @@ class RemoteClient:
                 watch_timeout=max(5, int(self._inactivity_timeout / 2)),
                 name=f"{self.name}/{resource.plural}",
                 on_failure=failed,
+                transform=self._transforms.get(resource, compact),
             )
             handler = self._handler(keys_for)
             informer.add_handler(

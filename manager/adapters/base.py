@@ -22,6 +22,9 @@ class OwnershipError(Exception):
 
 
 class Adapter(Protocol):
+    """An adapter may also define `remote_cache_transform(obj) -> obj`: what the manager's watch
+    caches keep of a worker's object of this kind (default: kube_runtime.informer.compact)."""
+
     resource: api.Resource
 
     def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:

@@ -10,7 +10,7 @@ from kube_runtime import api
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
-from kube_runtime.informer import Informer
+from kube_runtime.informer import Informer, compact
 from manager.adapters.base import delete_if_owned, prebuilt_workload_name, remote_object, set_multikueue_meta
 
 if TYPE_CHECKING:
@@ -145,6 +145,18 @@ class JobAdapter:
 
     async def delete_remote(self, remote: RemoteClient, namespace: str, name: str) -> None:
         await delete_if_owned(remote, api.JOB, namespace, name, propagation="Background")
+
+    @staticmethod
+    def remote_cache_transform(remote_job: Obj) -> Obj:
+        """What the manager keeps of a worker's Job: its metadata, status and spec.suspend are all
+        it reads (sync_job, the ownership checks, the garbage collector); the pod template, most
+        of the spec, is dropped."""
+        job = compact(remote_job)
+        spec = job.get("spec")
+        if isinstance(spec, dict):
+            spec.pop("template", None)
+            spec.pop("selector", None)
+        return job
 
     def workload_keys_for(self, remote_obj: Obj) -> list[str]:
         name = prebuilt_workload_name(remote_obj)

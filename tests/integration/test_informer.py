@@ -9,7 +9,7 @@ import pytest
 
 from kube_runtime import api
 from kube_runtime.client import Gone, KubeClient
-from kube_runtime.informer import Informer
+from kube_runtime.informer import Informer, strip_managed_fields
 
 pytestmark = pytest.mark.realcluster
 
@@ -117,6 +117,46 @@ async def test_handlers_cache_and_indexes_follow_the_server(kube, namespace):
         await eventually(lambda: informer.resource_version is not None)
         assert cache_view(informer) == await server_view(kube, namespace)
         assert informer.relists == 0 and informer.events >= 4
+    finally:
+        await informer.stop()
+
+
+async def test_transform_trims_what_the_cache_indexes_and_handlers_see(kube, namespace):
+    """The server keeps managedFields; an informer with strip_managed_fields never holds them,
+    whether an object came from the list, a watch event or a delete."""
+    await kube.create(CONFIGMAP, configmap("listed", namespace, team="x", v="0"))
+    informer = Informer(kube, CONFIGMAP, namespace, label_selector=SELECTOR, transform=strip_managed_fields)
+    informer.add_index("team", by_team)
+    seen: list[tuple[str, dict]] = []
+    informer.add_handler(
+        on_add=lambda o: seen.append(("add", o)),
+        on_update=lambda _old, new: seen.append(("update", new)),
+        on_delete=lambda o: seen.append(("delete", o)),
+    )
+    informer.start()
+    try:
+        async with asyncio.timeout(15):
+            await informer.wait_synced()
+        await kube.create(CONFIGMAP, configmap("watched", namespace, team="x", v="1"))
+        await kube.apply(
+            CONFIGMAP, configmap("watched", namespace, team="y", v="2"), "informer-test", force=True
+        )
+        await kube.delete(CONFIGMAP, "listed", namespace)
+        await eventually(lambda: ("delete", "listed") in [(t, o["metadata"]["name"]) for t, o in seen])
+        await eventually(lambda: (informer.get(f"{namespace}/watched") or {}).get("data") == {"v": "2"})
+
+        served = await kube.get(CONFIGMAP, "watched", namespace)
+        assert {m["manager"] for m in served["metadata"]["managedFields"]} >= {"informer-test"}
+        cached = informer.get(f"{namespace}/watched")
+        assert "managedFields" not in cached["metadata"]
+        assert cached["metadata"]["resourceVersion"] == served["metadata"]["resourceVersion"]
+        assert {k: v for k, v in cached.items() if k != "metadata"} == {
+            k: v for k, v in served.items() if k != "metadata"
+        }
+        assert [t for t, _ in seen].count("add") == 2 and "update" in [t for t, _ in seen]
+        assert all("managedFields" not in o["metadata"] for _, o in seen)
+        assert [o["metadata"]["name"] for o in informer.by_index("team", "y")] == ["watched"]
+        assert informer.by_index("team", "x") == []
     finally:
         await informer.stop()
 

@@ -121,6 +121,23 @@ def test_remote_job_copy_of_a_job_without_labels_or_template_labels() -> None:
 # -- JobAdapter.is_managed / workload_keys_for ---------------------------------------------------
 
 
+def test_the_manager_keeps_of_a_remote_job_what_it_reads() -> None:
+    remote = remote_job_copy(local_job(), "sample-abc12", "origin-a")
+    remote["metadata"].update(
+        {"resourceVersion": "7", "uid": "u-1", "managedFields": [{"manager": "kube-controller-manager"}]}
+    )
+    remote["status"] = {"active": 2, "conditions": [{"type": "Suspended", "status": "False"}]}
+
+    cached = JobAdapter.remote_cache_transform(copy.deepcopy(remote))
+
+    assert "template" not in cached["spec"] and "managedFields" not in cached["metadata"]
+    assert cached["spec"]["suspend"] is True and cached["spec"]["parallelism"] == 2
+    assert cached["status"] == remote["status"]
+    assert cached["metadata"] == {k: v for k, v in remote["metadata"].items() if k != "managedFields"}
+    assert adapter().workload_keys_for(cached) == ["team-a/sample-abc12"]
+    check_ownership(cached, api.JOB, "origin-a")
+
+
 def test_a_job_managed_by_multikueue_is_managed() -> None:
     assert adapter(local_job()).is_managed("team-a", "sample") == (True, "")
 

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from kube_runtime.informer import ADDED, BOOKMARK, DELETED, MODIFIED, Store, StoreEvent, object_key
+from kube_runtime.informer import (
+    ADDED,
+    BOOKMARK,
+    DELETED,
+    MODIFIED,
+    Store,
+    StoreEvent,
+    compact,
+    intern_strings,
+    object_key,
+    strip_managed_fields,
+)
 
 
 def cm(name: str, rv: str, namespace: str | None = "ns", queue: str | None = None, **labels: str) -> dict:
@@ -122,3 +133,84 @@ def test_relist_into_empty_store_is_all_adds_and_to_empty_is_all_deletes():
     events = store.replace([])
     assert sorted((e.type, e.key) for e in events) == [(DELETED, "ns/a"), (DELETED, "ns/b")]
     assert len(store) == 0
+
+
+def with_managed_fields(obj: dict) -> dict:
+    obj["metadata"]["managedFields"] = [
+        {"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:data": {}}}
+    ]
+    return obj
+
+
+def test_transform_trims_every_object_that_enters_and_the_events_and_indexes_see_it():
+    store = Store(transform=strip_managed_fields)
+    store.add_index("queue", by_queue)
+
+    added = store.apply_event(ADDED, with_managed_fields(cm("a", "1", queue="q")))
+    store.upsert(with_managed_fields(cm("b", "1", queue="q")))
+    modified = store.apply_event(MODIFIED, with_managed_fields(cm("a", "2", queue="r")))
+
+    assert "managedFields" not in added.new["metadata"]
+    assert "managedFields" not in modified.new["metadata"] and "managedFields" not in modified.old["metadata"]
+    assert all("managedFields" not in o["metadata"] for o in store.list())
+    assert names(store.by_index("queue", "q")) == ["b"] and names(store.by_index("queue", "r")) == ["a"]
+    # The same resourceVersion (transformed or not) is no change.
+    assert store.apply_event(MODIFIED, with_managed_fields(cm("a", "2", queue="r"))) is None
+    deleted = store.apply_event(DELETED, with_managed_fields(cm("a", "3", queue="r")))
+    assert "managedFields" not in deleted.old["metadata"]
+
+    events = store.replace([with_managed_fields(cm("b", "2", queue="q")), with_managed_fields(cm("c", "1"))])
+    assert sorted((e.type, e.key) for e in events) == [(ADDED, "ns/c"), (MODIFIED, "ns/b")]
+    assert all("managedFields" not in e.new["metadata"] for e in events)
+    assert all("managedFields" not in o["metadata"] for o in store.list())
+
+
+def test_transform_may_drop_any_field_and_indexes_see_only_what_is_kept():
+    def drop_labels(obj: dict) -> dict:
+        obj["metadata"].pop("labels", None)
+        return obj
+
+    store = Store(transform=drop_labels)
+    store.add_index("queue", lambda o: by_queue(o) if "labels" in o["metadata"] else ["unlabelled"])
+    store.upsert(cm("a", "1", queue="q"))
+    assert store.index_values("queue") == ["unlabelled"]
+    assert store.get("ns/a") == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "a", "resourceVersion": "1", "namespace": "ns"},
+    }
+
+
+def test_strip_managed_fields_keeps_everything_else():
+    obj = with_managed_fields(cm("a", "1", queue="q"))
+    assert strip_managed_fields(obj) is obj
+    assert obj == cm("a", "1", queue="q")
+    assert strip_managed_fields({"kind": "Status"}) == {"kind": "Status"}
+
+
+def test_intern_strings_shares_keys_and_short_values_between_objects():
+    import json
+
+    # Decoded separately, as a watch decodes each event: equal strings are distinct objects.
+    first, second = (json.loads(json.dumps(cm(name, "1", queue="user-queue"))) for name in ("a", "b"))
+    assert first["metadata"]["labels"]["queue"] is not second["metadata"]["labels"]["queue"]
+    long_value = "x" * 100
+    first["data"] = {"long": long_value, "n": 3, "flag": True, "items": ["Ready", None]}
+
+    a, b = intern_strings(first), intern_strings(second)
+
+    assert a == first and b == second  # equal values, new containers
+    assert a["metadata"]["labels"]["queue"] is b["metadata"]["labels"]["queue"]
+    key_a = next(k for k in a["metadata"] if k == "resourceVersion")
+    key_b = next(k for k in b["metadata"] if k == "resourceVersion")
+    assert key_a is key_b
+    assert a["data"]["items"][0] is intern_strings(["Ready"])[0]
+    assert a["data"]["long"] is long_value  # long strings are left alone
+
+
+def test_compact_is_a_store_transform_without_managed_fields():
+    store = Store(transform=compact)
+    store.add_index("queue", by_queue)
+    event = store.apply_event(ADDED, with_managed_fields(cm("a", "1", queue="q")))
+    assert event.new == cm("a", "1", queue="q") == store.get("ns/a")
+    assert names(store.by_index("queue", "q")) == ["a"]

@@ -81,6 +81,9 @@ MANAGER_LEASE = "kueue-federation-manager"
 LEASE_NAMESPACE = "kueue-system"
 ORIGIN_SELECTOR = f"{api.LABEL_MULTIKUEUE_ORIGIN}=multikueue"
 TAKEOVER_LIMIT = 15.0
+# How long after the last fault and the last submission every Job may take to complete and every LWS
+# to become ready.
+RECOVERY = float(os.environ.get("CHAOS_RECOVERY", "240" if LONG else "150"))
 COPY_KINDS = {"workload": api.WORKLOAD, "job": api.JOB, "lws": api.LEADER_WORKER_SET}
 
 
@@ -559,6 +562,46 @@ def describe(observer: Observer, names: list[str]) -> dict[str, Any]:
     return found
 
 
+def write_dump(fleet: Fleet, target: Path, found: dict[str, Any]) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "objects.json").write_text(json.dumps(found, indent=1, default=str))
+    for log in fleet.run_dir.glob("*/*.log"):
+        (target / f"{log.parent.name}-{log.name}").write_bytes(log.read_bytes())
+
+
+async def keep_for_inspection(
+    fleet: Fleet, kubes: dict[str, KubeClient], observer: Observer, unfinished: list[str]
+) -> None:
+    """On a failure: with CHAOS_DUMP=DIR, what every cluster holds of the unfinished objects (their
+    manager Workloads and LWS, and every copy on the workers, read from the clusters) and the fleet's
+    logs go to DIR; with CHAOS_HOLD=SECONDS, the fleet stays up that long for a look."""
+    dump = os.environ.get("CHAOS_DUMP")
+    if dump:
+        target = Path(dump)
+        found: dict[str, Any] = {"unfinished": unfinished, "run_dir": str(fleet.run_dir)}
+        for cluster in [MANAGER, *fleet.workers]:
+            selector = None if cluster == MANAGER else ORIGIN_SELECTOR
+            for kind, resource in COPY_KINDS.items():
+                try:
+                    items, _ = await kubes[cluster].list(resource, NAMESPACE, label_selector=selector)
+                except KubeClientError as exc:
+                    found[f"{cluster}/{kind}"] = str(exc)
+                    continue
+                found[f"{cluster}/{kind}"] = [
+                    o
+                    for o in items
+                    if any(o["metadata"]["name"].startswith(n) or owner_of(o) == n for n in unfinished)
+                ]
+        found["moves"] = observer.moves
+        found["overlaps"] = [asdict(o) for o in observer.overlaps]
+        await asyncio.to_thread(write_dump, fleet, target, found)
+        print(f"\nchaos: the unfinished objects and the fleet's logs are in {target}")
+    hold = float(os.environ.get("CHAOS_HOLD", "0"))
+    if hold > 0:
+        print(f"\nchaos: holding the fleet {fleet.run_dir} up for {hold:.0f}s", flush=True)
+        await asyncio.sleep(hold)
+
+
 def not_done(observer: Observer, names: list[str]) -> list[str]:
     """Objects not yet finished (Job Complete, its Workload Finished) or ready (LWS all groups ready,
     every group Workload admitted, check Ready, one worker)."""
@@ -668,9 +711,11 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
             return not not_done(observer, names)
 
         try:
-            await until("every Job Complete and every LWS ready", all_done, 240 if LONG else 150, interval=1)
+            await until("every Job Complete and every LWS ready", all_done, RECOVERY, interval=1)
         except AssertionError:
-            pytest.fail(f"not finished/ready: {describe(observer, not_done(observer, names)[:10])}")
+            unfinished = not_done(observer, names)
+            await keep_for_inspection(mk, kubes, observer, unfinished)
+            pytest.fail(f"not finished/ready: {describe(observer, unfinished[:10])}")
         report["all_done_at"] = observer.now()
         done_at = time.monotonic()
         try:

@@ -569,33 +569,25 @@ def write_dump(fleet: Fleet, target: Path, found: dict[str, Any]) -> None:
         (target / f"{log.parent.name}-{log.name}").write_bytes(log.read_bytes())
 
 
-async def keep_for_inspection(
-    fleet: Fleet, kubes: dict[str, KubeClient], observer: Observer, unfinished: list[str]
-) -> None:
-    """On a failure: with CHAOS_DUMP=DIR, what every cluster holds of the unfinished objects (their
-    manager Workloads and LWS, and every copy on the workers, read from the clusters) and the fleet's
-    logs go to DIR; with CHAOS_HOLD=SECONDS, the fleet stays up that long for a look."""
+async def keep_for_inspection(fleet: Fleet, kubes: dict[str, KubeClient], observer: Observer) -> None:
+    """On a failure: with CHAOS_DUMP=DIR, every Workload, Job and LWS of the run on every cluster
+    (read from the clusters), the moves and overlaps seen, and the fleet's logs go to DIR; with
+    CHAOS_HOLD=SECONDS, the fleet stays up that long for a look."""
     dump = os.environ.get("CHAOS_DUMP")
     if dump:
-        target = Path(dump)
-        found: dict[str, Any] = {"unfinished": unfinished, "run_dir": str(fleet.run_dir)}
+        found: dict[str, Any] = {"run_dir": str(fleet.run_dir)}
         for cluster in [MANAGER, *fleet.workers]:
             selector = None if cluster == MANAGER else ORIGIN_SELECTOR
             for kind, resource in COPY_KINDS.items():
                 try:
                     items, _ = await kubes[cluster].list(resource, NAMESPACE, label_selector=selector)
-                except KubeClientError as exc:
-                    found[f"{cluster}/{kind}"] = str(exc)
-                    continue
-                found[f"{cluster}/{kind}"] = [
-                    o
-                    for o in items
-                    if any(o["metadata"]["name"].startswith(n) or owner_of(o) == n for n in unfinished)
-                ]
+                except (KubeClientError, TimeoutError) as exc:
+                    items = [str(exc)]
+                found[f"{cluster}/{kind}"] = items
         found["moves"] = observer.moves
         found["overlaps"] = [asdict(o) for o in observer.overlaps]
-        await asyncio.to_thread(write_dump, fleet, target, found)
-        print(f"\nchaos: the unfinished objects and the fleet's logs are in {target}")
+        await asyncio.to_thread(write_dump, fleet, Path(dump), found)
+        print(f"\nchaos: the run's objects and the fleet's logs are in {dump}")
     hold = float(os.environ.get("CHAOS_HOLD", "0"))
     if hold > 0:
         print(f"\nchaos: holding the fleet {fleet.run_dir} up for {hold:.0f}s", flush=True)
@@ -713,9 +705,7 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
         try:
             await until("every Job Complete and every LWS ready", all_done, RECOVERY, interval=1)
         except AssertionError:
-            unfinished = not_done(observer, names)
-            await keep_for_inspection(mk, kubes, observer, unfinished)
-            pytest.fail(f"not finished/ready: {describe(observer, unfinished[:10])}")
+            pytest.fail(f"not finished/ready: {describe(observer, not_done(observer, names)[:10])}")
         report["all_done_at"] = observer.now()
         done_at = time.monotonic()
         try:
@@ -765,6 +755,9 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
 
         await until("no copy left on any worker after deleting", workers_empty, GC_INTERVAL + 60, interval=2)
         report["workers_empty_after_delete"] = round(time.monotonic() - delete_started, 1)
+    except (Exception, pytest.fail.Exception):
+        await keep_for_inspection(mk, kubes, observer)
+        raise
     finally:
         report.setdefault("faults", [asdict(f) for f in chaos.faults])
         report.setdefault("leader_takeover_seconds", chaos.takeover)

@@ -2,7 +2,7 @@
 killed and paused, then what the API shows about it (docs/reliability.md, "Chaos").
 
 On a fleet of its own (`localfleet up --agents --manager --setup-multikueue`, two workers,
-workerLostTimeout 20s: the `mk` fixture of test_multikueue_lws_e2e), it submits CHAOS_WORKLOADS
+workerLostTimeout 20s: as the `mk` fixture of test_multikueue_lws_e2e, in /dev/shm/kf-chaos-*), it submits CHAOS_WORKLOADS
 objects on the manager (every LWS_EVERY-th a LeaderWorkerSet of 2 groups of 2 pods, the others
 batch/v1 Jobs that kwok completes) at a steady rate, and meanwhile:
 
@@ -49,13 +49,9 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name
+from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name, own_fleet
 from test_localfleet import _localfleet_module
-from test_multikueue_lws_e2e import (  # noqa: F401  (mk: the module's fleet fixture)
-    WORKER_LOST_TIMEOUT,
-    lws_manifest,
-    mk,
-)
+from test_multikueue_lws_e2e import WORKER_LOST_TIMEOUT, lws_manifest
 
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, KubeClientError, NotFound
@@ -85,6 +81,16 @@ TAKEOVER_LIMIT = 15.0
 # to become ready.
 RECOVERY = float(os.environ.get("CHAOS_RECOVERY", "240" if LONG else "150"))
 COPY_KINDS = {"workload": api.WORKLOAD, "job": api.JOB, "lws": api.LEADER_WORKER_SET}
+
+
+@pytest.fixture(scope="module")
+def mk():
+    """A fleet of its own, as test_multikueue_lws_e2e's (manager + 2 workers, MultiKueue set up,
+    workerLostTimeout 20s), in /dev/shm/kf-chaos-*; always torn down at the end of the module."""
+    args = ("--agents", "--manager", "--worker-lost-timeout", WORKER_LOST_TIMEOUT)
+    with own_fleet("kf-chaos-", *args) as fleet:
+        assert len(fleet.workers) == 2
+        yield fleet
 
 
 def job_manifest(name: str) -> Obj:
@@ -365,13 +371,20 @@ class Chaos:
         return await until(f"{cluster}/{component} restarted", check, within)
 
     async def kill_apiserver(self, worker: str) -> None:
+        """SIGKILL; back when it answers and its MultiKueueCluster is Active. An outage longer than
+        workerLostTimeout is a lost worker to the manager (it cannot tell a dead control plane from a
+        dead cluster): it moves the worker's Workloads away, so, as for a pause, the episode ends
+        when no copy left there from before is admitted for a Workload placed elsewhere."""
         pid, fault = self._kill(worker, "kube-apiserver", signal.SIGKILL)
+        self.observer.lost[worker] = [fault.at, None]
         t = time.monotonic()
         await self._restarted(worker, "kube-apiserver", pid, 120)
         await until(f"{worker} answers", lambda: self.kubes[worker].list(api.WORKLOAD, NAMESPACE), 120)
+        back = dt.datetime.now(dt.UTC).replace(microsecond=0)
         fault.detail["apiserver_back_after"] = round(time.monotonic() - t, 1)
         await until(f"{worker} Active", lambda: cluster_active(self.kubes[MANAGER], worker), 120)
         fault.recovered_after = round(time.monotonic() - t, 1)
+        await self._stale_copies_gone(worker, back, fault)
 
     async def pause_apiserver(self, worker: str, seconds: float, until_moved: float = 0) -> None:
         """SIGSTOP for `seconds`; with `until_moved`, longer: until the manager has moved a Workload
@@ -391,11 +404,21 @@ class Chaos:
                     await until(f"a Workload moved off {worker}", moved, until_moved - seconds)
         finally:
             os.kill(pid, signal.SIGCONT)
+        resumed = dt.datetime.now(dt.UTC).replace(microsecond=0)
         fault.detail["paused_seconds"] = round(time.monotonic() - t, 1)
         fault.detail["moved_during_pause"] = self.moved_from(worker)
         t = time.monotonic()
         await until(f"{worker} Active again", lambda: cluster_active(self.kubes[MANAGER], worker), 180)
         fault.detail["active_after_sigcont"] = round(time.monotonic() - t, 1)
+        await self._stale_copies_gone(worker, resumed, fault)
+        fault.recovered_after = round(time.monotonic() - t, 1)
+
+    async def _stale_copies_gone(self, worker: str, back: dt.datetime, fault: FaultRecord) -> None:
+        """Ends `worker`'s lost episode once no Workload copy there that was created before it came
+        `back` is admitted for a manager Workload placed elsewhere (or not placed). Copies created
+        since are the steady submission's: the manager's choice among them (the MultiKueue race) is
+        checked by the overlap records, not here."""
+        t = time.monotonic()
 
         async def no_stale_copy():
             copies = await self.kubes[worker].list(api.WORKLOAD, NAMESPACE, label_selector=ORIGIN_SELECTOR)
@@ -404,14 +427,16 @@ class Chaos:
                 for c in copies[0]
                 if live(c)
                 and wlutil.is_admitted(c)
+                and timestamp(c["metadata"]["creationTimestamp"]) < back
                 and cluster_name(self.observer.get(MANAGER, "workload", c["metadata"]["name"]) or {})
                 != worker
             ]
+            fault.detail["stale_copies"] = stale[:10]
             return not stale
 
         await until(f"no stale admitted copy on {worker}", no_stale_copy, GC_INTERVAL + 60, interval=1)
         self.observer.lost[worker][1] = self.observer.now()
-        fault.recovered_after = round(time.monotonic() - t, 1)
+        fault.detail["stale_copies_gone_after"] = round(time.monotonic() - t, 1)
         fault.detail["moved_workloads"] = self.moved_from(worker)
 
     def moved_from(self, worker: str) -> int:
@@ -673,7 +698,7 @@ def copy_checks(observer: Observer, names: list[str]) -> dict[str, list]:
     return {"extra_copies": extra, "created_after_complete": late}
 
 
-async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
+async def test_chaos(mk: Fleet):
     workers = mk.workers
     kubes = {
         cluster: await KubeClient.from_kubeconfig_file(

@@ -1,10 +1,10 @@
 """Chaos: a steady run of Jobs and LeaderWorkerSets through the federation while its processes are
 killed and paused, then what the API shows about it (docs/reliability.md, "Chaos").
 
-On a fleet of its own (`localfleet up --agents --manager --setup-multikueue`, two workers,
-workerLostTimeout 20s: as the `mk` fixture of test_multikueue_lws_e2e, in /dev/shm/kf-chaos-*), it submits CHAOS_WORKLOADS
-objects on the manager (every LWS_EVERY-th a LeaderWorkerSet of 2 groups of 2 pods, the others
-batch/v1 Jobs that kwok completes) at a steady rate, and meanwhile:
+On a fleet of its own in /dev/shm/kf-chaos-* (`localfleet up --agents --manager
+--setup-multikueue`, two workers, workerLostTimeout 20s, as test_multikueue_lws_e2e's), it submits
+CHAOS_WORKLOADS objects on the manager (every LWS_EVERY-th a LeaderWorkerSet of 2 groups of 2 pods,
+the others batch/v1 Jobs that kwok completes) at a steady rate, and meanwhile:
 
   1. SIGKILLs worker1's kube-apiserver (its supervisor restarts it);
   2. SIGSTOPs worker2's kube-apiserver for workerLostTimeout + 10 s, then SIGCONT;
@@ -15,8 +15,9 @@ batch/v1 Jobs that kwok completes) at a steady rate, and meanwhile:
 Informers on every cluster watch the Workloads, Jobs and LWS (the workers' copies by the
 MultiKueue origin label) for the whole run. Afterwards it asserts:
 
-- no Workload copy was admitted on two workers at once, except a copy left on the lost (paused)
-  worker after the manager moved its Workload, and that one is gone soon after the worker is back;
+- no Workload copy was admitted on two workers at once, except a copy left on a lost worker (paused,
+  or its kube-apiserver killed: an outage past workerLostTimeout) after the manager moved its
+  Workload, and such copies are gone soon after the worker is back;
 - no LWS was split: its group Workloads on the manager never named two workers;
 - no Job ran twice: a Job copy (or remote LWS) never existed on two workers at once outside the
   lost-worker episode; a copy uid appears at most once more than the Workload moved; no copy was
@@ -29,7 +30,9 @@ MultiKueue origin label) for the whole run. Afterwards it asserts:
 
 `make test` runs the short form (24 objects, faults overlapping); `make chaos` the long one
 (CHAOS_WORKLOADS=500, CHAOS_MODE=long: faults one after another, the manager restarted twice on its
-own before the leader kill). CHAOS_REPORT=FILE writes the figures as JSON.
+own before the leader kill). CHAOS_REPORT=FILE writes the figures as JSON. On a failure,
+CHAOS_DUMP=DIR keeps every object of the run and the fleet's logs, and CHAOS_HOLD=SECONDS keeps the
+fleet up that long; CHAOS_RECOVERY sets how long everything may take to finish after the last fault.
 """
 
 from __future__ import annotations

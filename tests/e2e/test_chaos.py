@@ -166,6 +166,10 @@ class Observer:
         self.splits: list[tuple[float, str, list[str]]] = []
         self.moves: dict[str, list[tuple[str, str]]] = {}  # manager Workload -> (from, to)
         self.last_cluster: dict[str, str] = {}
+        # manager Workload -> (at, clusterName, check state) at each change of either
+        self.history: dict[str, list[tuple[float, str, str]]] = {}
+        # manager Workload -> how many times it got a clusterName (the first placement included)
+        self.placements: dict[str, int] = {}
         # (kind, name) -> uid -> (worker, creationTimestamp) of every Job/LWS copy seen on a worker
         self.copy_uids: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
         self.lost: dict[str, list[float | None]] = {}  # worker -> [paused at, stale copies gone at]
@@ -248,6 +252,12 @@ class Observer:
         if obj.get("kind") != "Workload":
             return
         name, where = obj["metadata"]["name"], cluster_name(obj)
+        check = next((c.get("state", "") for c in (obj.get("status") or {}).get("admissionChecks") or ()), "")
+        history = self.history.setdefault(name, [])
+        if not history or history[-1][1:] != (where, check):
+            if where and (not history or not history[-1][1]):
+                self.placements[name] = self.placements.get(name, 0) + 1
+            history.append((self.now(), where, check))
         before = self.last_cluster.get(name, "")
         if where and before and where != before:
             self.moves.setdefault(name, []).append((before, where))
@@ -682,23 +692,29 @@ async def orphans(kubes: dict[str, KubeClient], workers: list[str], observer: Ob
 
 
 def copy_checks(observer: Observer, names: list[str]) -> dict[str, list]:
-    """Per Job/LWS: copies (uids) beyond one per placement, and Job copies created after the
-    manager's Job completed."""
+    """Per Job/LWS: copies (uids) beyond one per placement (each time its Workload got a
+    clusterName: a Workload evicted and placed again, on the same worker or another, gets a new
+    copy), and Job copies created after the manager's Job completed. Workloads placed more than once
+    are listed with their history."""
     workload_of: dict[str, list[str]] = {}
     for wl in observer.store(MANAGER, "workload"):
         workload_of.setdefault(owner_of(wl), []).append(wl["metadata"]["name"])
-    extra, late = [], []
+    extra, late, replaced = [], [], []
     for name in names:
         kind = "lws" if name.startswith("chaos-l") else "job"
         uids = observer.copy_uids.get((kind, name), {})
-        moves = max((len(observer.moves.get(w, [])) for w in workload_of.get(name, [])), default=0)
-        if len(uids) > 1 + moves:
-            extra.append((name, moves, sorted(uids.values())))
+        workloads = workload_of.get(name, [])
+        placements = max((observer.placements.get(w, 0) for w in workloads), default=0)
+        histories = {w: observer.history.get(w, []) for w in workloads}
+        if placements > 1:
+            replaced.append((name, placements, histories))
+        if len(uids) > max(1, placements):
+            extra.append((name, placements, sorted(uids.values()), histories))
         complete = condition_true(observer.get(MANAGER, "job", name), api.JOB_CONDITION_COMPLETE)
         if kind == "job" and complete:
             done_at = timestamp(complete["lastTransitionTime"])
             late += [(name, w, c) for w, c in uids.values() if c and timestamp(c) > done_at]
-    return {"extra_copies": extra, "created_after_complete": late}
+    return {"extra_copies": extra, "created_after_complete": late, "placed_again": replaced}
 
 
 async def test_chaos(mk: Fleet):
@@ -764,6 +780,26 @@ async def test_chaos(mk: Fleet):
             **checks,
         }
 
+        assert len(submitted) == WORKLOADS
+        assert report["workloads_checked"] == report["jobs"] + report["lws"] * LWS_REPLICAS
+        assert observer.splits == [], f"an LWS's group Workloads named two workers: {observer.splits}"
+        # A Workload copy admitted by two workers at once, outside a lost-worker episode, is MultiKueue's
+        # race by design (every worker gets a copy, the first admitted wins, the others are deleted): it
+        # must end, and no Job or LWS may ever exist on two workers outside a lost-worker episode.
+        runs_twice = [o for o in observer.overlaps if not o.on_lost_worker and o.kind != "workload"]
+        assert runs_twice == [], f"a Job or LWS on two workers at once (no worker lost): {runs_twice}"
+        unended = [o for o in observer.overlaps if o.lasted is None]
+        assert unended == [], f"still on two workers at the end: {unended}"
+        assert checks["extra_copies"] == [], f"more copies than placements: {checks['extra_copies']}"
+        assert checks["created_after_complete"] == [], (
+            f"re-created after completing: {checks['created_after_complete']}"
+        )
+        assert chaos.takeover is not None and chaos.takeover <= TAKEOVER_LIMIT, (
+            f"takeover took {chaos.takeover}s"
+        )
+        assert len(chaos.faults) == (6 if LONG else 5)
+        assert all(f.recovered_after is not None for f in chaos.faults), chaos.faults
+
         # Deleting everything on the manager leaves nothing on the workers.
         delete_started = time.monotonic()
         for name in names:
@@ -796,24 +832,6 @@ async def test_chaos(mk: Fleet):
         if os.environ.get("CHAOS_REPORT"):
             text = json.dumps(report, indent=1, default=str)
             await asyncio.to_thread(Path(os.environ["CHAOS_REPORT"]).write_text, text)
-
-    assert len(submitted) == WORKLOADS
-    assert report["workloads_checked"] == report["jobs"] + report["lws"] * LWS_REPLICAS
-    assert observer.splits == [], f"an LWS's group Workloads named two workers: {observer.splits}"
-    # A Workload copy admitted by two workers at once, outside a lost-worker episode, is MultiKueue's
-    # race by design (every worker gets a copy, the first admitted wins, the others are deleted): it
-    # must end, and no Job or LWS may ever exist on two workers outside a lost-worker episode.
-    runs_twice = [o for o in observer.overlaps if not o.on_lost_worker and o.kind != "workload"]
-    assert runs_twice == [], f"a Job or LWS on two workers at once (no worker lost): {runs_twice}"
-    unended = [o for o in observer.overlaps if o.lasted is None]
-    assert unended == [], f"still on two workers at the end: {unended}"
-    assert checks["extra_copies"] == [], f"more copies than placements: {checks['extra_copies']}"
-    assert checks["created_after_complete"] == [], (
-        f"re-created after completing: {checks['created_after_complete']}"
-    )
-    assert chaos.takeover is not None and chaos.takeover <= TAKEOVER_LIMIT, f"takeover took {chaos.takeover}s"
-    assert len(chaos.faults) == (6 if LONG else 5)
-    assert all(f.recovered_after is not None for f in chaos.faults), chaos.faults
 
 
 async def orphans_gone(kubes: dict[str, KubeClient], workers: list[str], observer: Observer) -> bool:

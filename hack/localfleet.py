@@ -270,6 +270,45 @@ class Binaries:
 
 K8S_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
 KEEP_RUNNING_ANNOTATION = "kueue-federation.dev/keep-running"
+# Beyond kwok's stock stages, one written into each worker's directory by `up`: a Running pod whose
+# Ready condition is False is made Ready again, as a kubelet does when it next syncs the pod's
+# status. kube-controller-manager's node lifecycle controller sets Ready=False on every pod of a node
+# whose heartbeat it saw stop (a worker's kube-apiserver paused past --node-monitor-grace-period:
+# kwok could not renew the node Leases), and kwok's pod-ready stage matches Pending pods only, so
+# without this such pods stayed not Ready for good.
+KWOK_POD_READY_AGAIN = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values:
+      - 'False'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+"""
+
 KWOK_STAGE_FILES = [
     "kustomize/stage/node/fast/node-initialize.yaml",
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -1367,13 +1406,15 @@ class FleetUp:
                     "--v=1",
                 ],
             )
+            ready_again = c.dir / "kwok-pod-ready-again.yaml"
+            ready_again.write_text(KWOK_POD_READY_AGAIN)
             self.state.start(
                 c.name,
                 "kwok",
                 [
                     str(self.bins.path("kwok")),
                     f"--kubeconfig={admin}",
-                    *[f"--config={s}" for s in self.bins.kwok_stages],
+                    *[f"--config={s}" for s in [*self.bins.kwok_stages, ready_again]],
                     "--manage-all-nodes=false",
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                     "--node-ip=127.0.0.1",

@@ -353,8 +353,16 @@ class WorkloadReconciler:
         if admitting is not None:
             return await self._sync_admitting_remote(wl, state, adapter, owner_name, group, admitting[0])
 
-        # 6. Nothing admitted yet: nominate workers and keep copies on exactly those.
-        if state.get("state") != api.CHECK_STATE_PENDING or (wl.get("status") or {}).get("clusterName"):
+        # 6. Nothing admitted yet: nominate workers and keep copies on exactly those. Not while an
+        # eviction is in progress: upstream reads an unset clusterName as "eviction done", but the
+        # eviction clears it at once, while the old quota is still held (until released and
+        # reserved again, Evicted stays True). A copy dispatched then would be admitted only to be
+        # deactivated (step 5), and its job created and deleted on that worker.
+        if (
+            state.get("state") != api.CHECK_STATE_PENDING
+            or (wl.get("status") or {}).get("clusterName")
+            or wlutil.is_evicted(wl)
+        ):
             return None
         await self.nominate_and_synchronize(wl, adapter, owner_name, group)
         return await self._explain_pending(wl, state, group)

@@ -1,10 +1,10 @@
 """Chaos: a steady run of Jobs and LeaderWorkerSets through the federation while its processes are
 killed and paused, then what the API shows about it (docs/reliability.md, "Chaos").
 
-On a fleet of its own (`localfleet up --agents --manager --setup-multikueue`, two workers,
-workerLostTimeout 20s: the `mk` fixture of test_multikueue_lws_e2e), it submits CHAOS_WORKLOADS
-objects on the manager (every LWS_EVERY-th a LeaderWorkerSet of 2 groups of 2 pods, the others
-batch/v1 Jobs that kwok completes) at a steady rate, and meanwhile:
+On a fleet of its own in /dev/shm/kf-chaos-* (`localfleet up --agents --manager
+--setup-multikueue`, two workers, workerLostTimeout 20s, as test_multikueue_lws_e2e's), it submits
+CHAOS_WORKLOADS objects on the manager (every LWS_EVERY-th a LeaderWorkerSet of 2 groups of 2 pods,
+the others batch/v1 Jobs that kwok completes) at a steady rate, and meanwhile:
 
   1. SIGKILLs worker1's kube-apiserver (its supervisor restarts it);
   2. SIGSTOPs worker2's kube-apiserver for workerLostTimeout + 10 s, then SIGCONT;
@@ -15,8 +15,9 @@ batch/v1 Jobs that kwok completes) at a steady rate, and meanwhile:
 Informers on every cluster watch the Workloads, Jobs and LWS (the workers' copies by the
 MultiKueue origin label) for the whole run. Afterwards it asserts:
 
-- no Workload copy was admitted on two workers at once, except a copy left on the lost (paused)
-  worker after the manager moved its Workload, and that one is gone soon after the worker is back;
+- no Workload copy was admitted on two workers at once, except a copy left on a lost worker (paused,
+  or its kube-apiserver killed: an outage past workerLostTimeout) after the manager moved its
+  Workload, and such copies are gone soon after the worker is back;
 - no LWS was split: its group Workloads on the manager never named two workers;
 - no Job ran twice: a Job copy (or remote LWS) never existed on two workers at once outside the
   lost-worker episode; a copy uid appears at most once more than the Workload moved; no copy was
@@ -29,7 +30,9 @@ MultiKueue origin label) for the whole run. Afterwards it asserts:
 
 `make test` runs the short form (24 objects, faults overlapping); `make chaos` the long one
 (CHAOS_WORKLOADS=500, CHAOS_MODE=long: faults one after another, the manager restarted twice on its
-own before the leader kill). CHAOS_REPORT=FILE writes the figures as JSON.
+own before the leader kill). CHAOS_REPORT=FILE writes the figures as JSON. On a failure,
+CHAOS_DUMP=DIR keeps every object of the run and the fleet's logs, and CHAOS_HOLD=SECONDS keeps the
+fleet up that long; CHAOS_RECOVERY sets how long everything may take to finish after the last fault.
 """
 
 from __future__ import annotations
@@ -49,13 +52,9 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name
+from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name, own_fleet
 from test_localfleet import _localfleet_module
-from test_multikueue_lws_e2e import (  # noqa: F401  (mk: the module's fleet fixture)
-    WORKER_LOST_TIMEOUT,
-    lws_manifest,
-    mk,
-)
+from test_multikueue_lws_e2e import WORKER_LOST_TIMEOUT, lws_manifest
 
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, KubeClientError, NotFound
@@ -81,7 +80,20 @@ MANAGER_LEASE = "kueue-federation-manager"
 LEASE_NAMESPACE = "kueue-system"
 ORIGIN_SELECTOR = f"{api.LABEL_MULTIKUEUE_ORIGIN}=multikueue"
 TAKEOVER_LIMIT = 15.0
+# How long after the last fault and the last submission every Job may take to complete and every LWS
+# to become ready.
+RECOVERY = float(os.environ.get("CHAOS_RECOVERY", "240" if LONG else "150"))
 COPY_KINDS = {"workload": api.WORKLOAD, "job": api.JOB, "lws": api.LEADER_WORKER_SET}
+
+
+@pytest.fixture(scope="module")
+def mk():
+    """A fleet of its own, as test_multikueue_lws_e2e's (manager + 2 workers, MultiKueue set up,
+    workerLostTimeout 20s), in /dev/shm/kf-chaos-*; always torn down at the end of the module."""
+    args = ("--agents", "--manager", "--worker-lost-timeout", WORKER_LOST_TIMEOUT)
+    with own_fleet("kf-chaos-", *args) as fleet:
+        assert len(fleet.workers) == 2
+        yield fleet
 
 
 def job_manifest(name: str) -> Obj:
@@ -154,6 +166,10 @@ class Observer:
         self.splits: list[tuple[float, str, list[str]]] = []
         self.moves: dict[str, list[tuple[str, str]]] = {}  # manager Workload -> (from, to)
         self.last_cluster: dict[str, str] = {}
+        # manager Workload -> (at, clusterName, check state) at each change of either
+        self.history: dict[str, list[tuple[float, str, str]]] = {}
+        # manager Workload -> how many times it got a clusterName (the first placement included)
+        self.placements: dict[str, int] = {}
         # (kind, name) -> uid -> (worker, creationTimestamp) of every Job/LWS copy seen on a worker
         self.copy_uids: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
         self.lost: dict[str, list[float | None]] = {}  # worker -> [paused at, stale copies gone at]
@@ -236,6 +252,12 @@ class Observer:
         if obj.get("kind") != "Workload":
             return
         name, where = obj["metadata"]["name"], cluster_name(obj)
+        check = next((c.get("state", "") for c in (obj.get("status") or {}).get("admissionChecks") or ()), "")
+        history = self.history.setdefault(name, [])
+        if not history or history[-1][1:] != (where, check):
+            if where and (not history or not history[-1][1]):
+                self.placements[name] = self.placements.get(name, 0) + 1
+            history.append((self.now(), where, check))
         before = self.last_cluster.get(name, "")
         if where and before and where != before:
             self.moves.setdefault(name, []).append((before, where))
@@ -362,13 +384,20 @@ class Chaos:
         return await until(f"{cluster}/{component} restarted", check, within)
 
     async def kill_apiserver(self, worker: str) -> None:
+        """SIGKILL; back when it answers and its MultiKueueCluster is Active. An outage longer than
+        workerLostTimeout is a lost worker to the manager (it cannot tell a dead control plane from a
+        dead cluster): it moves the worker's Workloads away, so, as for a pause, the episode ends
+        when no copy left there from before is admitted for a Workload placed elsewhere."""
         pid, fault = self._kill(worker, "kube-apiserver", signal.SIGKILL)
+        self.observer.lost[worker] = [fault.at, None]
         t = time.monotonic()
         await self._restarted(worker, "kube-apiserver", pid, 120)
         await until(f"{worker} answers", lambda: self.kubes[worker].list(api.WORKLOAD, NAMESPACE), 120)
+        back = dt.datetime.now(dt.UTC).replace(microsecond=0)
         fault.detail["apiserver_back_after"] = round(time.monotonic() - t, 1)
         await until(f"{worker} Active", lambda: cluster_active(self.kubes[MANAGER], worker), 120)
         fault.recovered_after = round(time.monotonic() - t, 1)
+        await self._stale_copies_gone(worker, back, fault)
 
     async def pause_apiserver(self, worker: str, seconds: float, until_moved: float = 0) -> None:
         """SIGSTOP for `seconds`; with `until_moved`, longer: until the manager has moved a Workload
@@ -388,11 +417,21 @@ class Chaos:
                     await until(f"a Workload moved off {worker}", moved, until_moved - seconds)
         finally:
             os.kill(pid, signal.SIGCONT)
+        resumed = dt.datetime.now(dt.UTC).replace(microsecond=0)
         fault.detail["paused_seconds"] = round(time.monotonic() - t, 1)
         fault.detail["moved_during_pause"] = self.moved_from(worker)
         t = time.monotonic()
         await until(f"{worker} Active again", lambda: cluster_active(self.kubes[MANAGER], worker), 180)
         fault.detail["active_after_sigcont"] = round(time.monotonic() - t, 1)
+        await self._stale_copies_gone(worker, resumed, fault)
+        fault.recovered_after = round(time.monotonic() - t, 1)
+
+    async def _stale_copies_gone(self, worker: str, back: dt.datetime, fault: FaultRecord) -> None:
+        """Ends `worker`'s lost episode once no Workload copy there that was created before it came
+        `back` is admitted for a manager Workload placed elsewhere (or not placed). Copies created
+        since are the steady submission's: the manager's choice among them (the MultiKueue race) is
+        checked by the overlap records, not here."""
+        t = time.monotonic()
 
         async def no_stale_copy():
             copies = await self.kubes[worker].list(api.WORKLOAD, NAMESPACE, label_selector=ORIGIN_SELECTOR)
@@ -401,14 +440,16 @@ class Chaos:
                 for c in copies[0]
                 if live(c)
                 and wlutil.is_admitted(c)
+                and timestamp(c["metadata"]["creationTimestamp"]) < back
                 and cluster_name(self.observer.get(MANAGER, "workload", c["metadata"]["name"]) or {})
                 != worker
             ]
+            fault.detail["stale_copies"] = stale[:10]
             return not stale
 
         await until(f"no stale admitted copy on {worker}", no_stale_copy, GC_INTERVAL + 60, interval=1)
         self.observer.lost[worker][1] = self.observer.now()
-        fault.recovered_after = round(time.monotonic() - t, 1)
+        fault.detail["stale_copies_gone_after"] = round(time.monotonic() - t, 1)
         fault.detail["moved_workloads"] = self.moved_from(worker)
 
     def moved_from(self, worker: str) -> int:
@@ -559,6 +600,38 @@ def describe(observer: Observer, names: list[str]) -> dict[str, Any]:
     return found
 
 
+def write_dump(fleet: Fleet, target: Path, found: dict[str, Any]) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "objects.json").write_text(json.dumps(found, indent=1, default=str))
+    for log in fleet.run_dir.glob("*/*.log"):
+        (target / f"{log.parent.name}-{log.name}").write_bytes(log.read_bytes())
+
+
+async def keep_for_inspection(fleet: Fleet, kubes: dict[str, KubeClient], observer: Observer) -> None:
+    """On a failure: with CHAOS_DUMP=DIR, every Workload, Job and LWS of the run on every cluster
+    (read from the clusters), the moves and overlaps seen, and the fleet's logs go to DIR; with
+    CHAOS_HOLD=SECONDS, the fleet stays up that long for a look."""
+    dump = os.environ.get("CHAOS_DUMP")
+    if dump:
+        found: dict[str, Any] = {"run_dir": str(fleet.run_dir)}
+        for cluster in [MANAGER, *fleet.workers]:
+            selector = None if cluster == MANAGER else ORIGIN_SELECTOR
+            for kind, resource in COPY_KINDS.items():
+                try:
+                    items, _ = await kubes[cluster].list(resource, NAMESPACE, label_selector=selector)
+                except (KubeClientError, TimeoutError) as exc:
+                    items = [str(exc)]
+                found[f"{cluster}/{kind}"] = items
+        found["moves"] = observer.moves
+        found["overlaps"] = [asdict(o) for o in observer.overlaps]
+        await asyncio.to_thread(write_dump, fleet, Path(dump), found)
+        print(f"\nchaos: the run's objects and the fleet's logs are in {dump}")
+    hold = float(os.environ.get("CHAOS_HOLD", "0"))
+    if hold > 0:
+        print(f"\nchaos: holding the fleet {fleet.run_dir} up for {hold:.0f}s", flush=True)
+        await asyncio.sleep(hold)
+
+
 def not_done(observer: Observer, names: list[str]) -> list[str]:
     """Objects not yet finished (Job Complete, its Workload Finished) or ready (LWS all groups ready,
     every group Workload admitted, check Ready, one worker)."""
@@ -619,26 +692,32 @@ async def orphans(kubes: dict[str, KubeClient], workers: list[str], observer: Ob
 
 
 def copy_checks(observer: Observer, names: list[str]) -> dict[str, list]:
-    """Per Job/LWS: copies (uids) beyond one per placement, and Job copies created after the
-    manager's Job completed."""
+    """Per Job/LWS: copies (uids) beyond one per placement (each time its Workload got a
+    clusterName: a Workload evicted and placed again, on the same worker or another, gets a new
+    copy), and Job copies created after the manager's Job completed. Workloads placed more than once
+    are listed with their history."""
     workload_of: dict[str, list[str]] = {}
     for wl in observer.store(MANAGER, "workload"):
         workload_of.setdefault(owner_of(wl), []).append(wl["metadata"]["name"])
-    extra, late = [], []
+    extra, late, replaced = [], [], []
     for name in names:
         kind = "lws" if name.startswith("chaos-l") else "job"
         uids = observer.copy_uids.get((kind, name), {})
-        moves = max((len(observer.moves.get(w, [])) for w in workload_of.get(name, [])), default=0)
-        if len(uids) > 1 + moves:
-            extra.append((name, moves, sorted(uids.values())))
+        workloads = workload_of.get(name, [])
+        placements = max((observer.placements.get(w, 0) for w in workloads), default=0)
+        histories = {w: observer.history.get(w, []) for w in workloads}
+        if placements > 1:
+            replaced.append((name, placements, histories))
+        if len(uids) > max(1, placements):
+            extra.append((name, placements, sorted(uids.values()), histories))
         complete = condition_true(observer.get(MANAGER, "job", name), api.JOB_CONDITION_COMPLETE)
         if kind == "job" and complete:
             done_at = timestamp(complete["lastTransitionTime"])
             late += [(name, w, c) for w, c in uids.values() if c and timestamp(c) > done_at]
-    return {"extra_copies": extra, "created_after_complete": late}
+    return {"extra_copies": extra, "created_after_complete": late, "placed_again": replaced}
 
 
-async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
+async def test_chaos(mk: Fleet):
     workers = mk.workers
     kubes = {
         cluster: await KubeClient.from_kubeconfig_file(
@@ -668,7 +747,7 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
             return not not_done(observer, names)
 
         try:
-            await until("every Job Complete and every LWS ready", all_done, 240 if LONG else 150, interval=1)
+            await until("every Job Complete and every LWS ready", all_done, RECOVERY, interval=1)
         except AssertionError:
             pytest.fail(f"not finished/ready: {describe(observer, not_done(observer, names)[:10])}")
         report["all_done_at"] = observer.now()
@@ -701,6 +780,26 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
             **checks,
         }
 
+        assert len(submitted) == WORKLOADS
+        assert report["workloads_checked"] == report["jobs"] + report["lws"] * LWS_REPLICAS
+        assert observer.splits == [], f"an LWS's group Workloads named two workers: {observer.splits}"
+        # A Workload copy admitted by two workers at once, outside a lost-worker episode, is MultiKueue's
+        # race by design (every worker gets a copy, the first admitted wins, the others are deleted): it
+        # must end, and no Job or LWS may ever exist on two workers outside a lost-worker episode.
+        runs_twice = [o for o in observer.overlaps if not o.on_lost_worker and o.kind != "workload"]
+        assert runs_twice == [], f"a Job or LWS on two workers at once (no worker lost): {runs_twice}"
+        unended = [o for o in observer.overlaps if o.lasted is None]
+        assert unended == [], f"still on two workers at the end: {unended}"
+        assert checks["extra_copies"] == [], f"more copies than placements: {checks['extra_copies']}"
+        assert checks["created_after_complete"] == [], (
+            f"re-created after completing: {checks['created_after_complete']}"
+        )
+        assert chaos.takeover is not None and chaos.takeover <= TAKEOVER_LIMIT, (
+            f"takeover took {chaos.takeover}s"
+        )
+        assert len(chaos.faults) == (6 if LONG else 5)
+        assert all(f.recovered_after is not None for f in chaos.faults), chaos.faults
+
         # Deleting everything on the manager leaves nothing on the workers.
         delete_started = time.monotonic()
         for name in names:
@@ -720,6 +819,9 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
 
         await until("no copy left on any worker after deleting", workers_empty, GC_INTERVAL + 60, interval=2)
         report["workers_empty_after_delete"] = round(time.monotonic() - delete_started, 1)
+    except (Exception, pytest.fail.Exception):
+        await keep_for_inspection(mk, kubes, observer)
+        raise
     finally:
         report.setdefault("faults", [asdict(f) for f in chaos.faults])
         report.setdefault("leader_takeover_seconds", chaos.takeover)
@@ -730,24 +832,6 @@ async def test_chaos(mk: Fleet):  # noqa: F811  (the imported module fixture)
         if os.environ.get("CHAOS_REPORT"):
             text = json.dumps(report, indent=1, default=str)
             await asyncio.to_thread(Path(os.environ["CHAOS_REPORT"]).write_text, text)
-
-    assert len(submitted) == WORKLOADS
-    assert report["workloads_checked"] == report["jobs"] + report["lws"] * LWS_REPLICAS
-    assert observer.splits == [], f"an LWS's group Workloads named two workers: {observer.splits}"
-    # A Workload copy admitted by two workers at once, outside a lost-worker episode, is MultiKueue's
-    # race by design (every worker gets a copy, the first admitted wins, the others are deleted): it
-    # must end, and no Job or LWS may ever exist on two workers outside a lost-worker episode.
-    runs_twice = [o for o in observer.overlaps if not o.on_lost_worker and o.kind != "workload"]
-    assert runs_twice == [], f"a Job or LWS on two workers at once (no worker lost): {runs_twice}"
-    unended = [o for o in observer.overlaps if o.lasted is None]
-    assert unended == [], f"still on two workers at the end: {unended}"
-    assert checks["extra_copies"] == [], f"more copies than placements: {checks['extra_copies']}"
-    assert checks["created_after_complete"] == [], (
-        f"re-created after completing: {checks['created_after_complete']}"
-    )
-    assert chaos.takeover is not None and chaos.takeover <= TAKEOVER_LIMIT, f"takeover took {chaos.takeover}s"
-    assert len(chaos.faults) == (6 if LONG else 5)
-    assert all(f.recovered_after is not None for f in chaos.faults), chaos.faults
 
 
 async def orphans_gone(kubes: dict[str, KubeClient], workers: list[str], observer: Observer) -> bool:

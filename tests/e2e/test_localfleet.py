@@ -83,6 +83,37 @@ def test_sample_leaderworkerset_runs_on_a_worker(fleet):
         fleet.kubectl(worker, "delete", "lws", "e2e-sample", "--ignore-not-found", "--wait=true")
 
 
+def test_a_running_pod_marked_not_ready_becomes_ready_again(fleet):
+    """kube-controller-manager sets Ready=False on the pods of a node whose heartbeat it saw stop (a
+    worker's kube-apiserver paused for a minute does it to every node); a kubelet sets them Ready
+    again on its next status sync, and so does kwok with the fleet's pod-ready-again stage."""
+    worker = fleet.workers[-1]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "e2e-ready-again", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+
+    def ready() -> str:
+        out = fleet.kubectl(
+            worker, "get", "pod", "e2e-ready-again", "-o", "jsonpath={.status.conditions[?(@.type=='Ready')]}"
+        ).stdout
+        return json.loads(out).get("status", "") if out.strip() else ""
+
+    fleet.kubectl(worker, "apply", "-f", "-", input=json.dumps(pod))
+    try:
+        wait_until("the pod Ready", lambda: ready() == "True")
+        # What the node lifecycle controller writes (MarkPodsNotReady).
+        patch = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "NodeNotReady"}]}}
+        fleet.kubectl(
+            worker, "patch", "pod", "e2e-ready-again", "--subresource=status", "-p", json.dumps(patch)
+        )
+        wait_until("the pod Ready again", lambda: ready() == "True", timeout=30)
+    finally:
+        fleet.kubectl(worker, "delete", "pod", "e2e-ready-again", "--ignore-not-found", "--wait=false")
+
+
 def test_manager_identity_on_worker_is_least_privilege(fleet):
     worker = fleet.workers[0]
     kubeconfig = yaml.safe_load(Path(fleet.multikueue_kubeconfig(worker)).read_text())

@@ -301,9 +301,12 @@ async def multikueue(
     start_manager: bool = True,
     worker_preemption: Obj | None = None,
     frameworks: list[str] | None = None,
+    manager_agent: bool = True,
 ):
     """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu.
-    `worker_preemption`: the workers' ClusterQueue `preemption` policy."""
+    `worker_preemption`: the workers' ClusterQueue `preemption` policy. `manager_agent=False`: no
+    worker_agent on the manager cluster, so the test writes the manager Workloads' admission status
+    itself (states the agent passes through too quickly to test)."""
     worker_cpu = worker_cpu or {"worker1": "4", "worker2": "4"}
     agent_config = {"integrations": {"frameworks": frameworks}} if frameworks else None
     prefix = unique("mk")
@@ -333,7 +336,8 @@ async def multikueue(
             await env.add_config(list(env.clusters))
             await env.add_check()
             await env.add_queues(manager_kube, manager_cpu, checks=[env.check])
-        await stack.enter_async_context(running_agent(manager_kube, agent_config))
+        if manager_agent:
+            await stack.enter_async_context(running_agent(manager_kube, agent_config))
         env.frameworks = frameworks
         if start_manager:
             await env.start_manager(manager_config)

@@ -5,13 +5,16 @@ period, a reconnect cleans copies that lost their manager Workload meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 
 import pytest
 import yaml
-from admission_kit import consistently
+from admission_kit import consistently, workload
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
 
 from kube_runtime import api
+from kube_runtime.conditions import format_time
+from worker_agent import workload as wlutil
 
 pytestmark = pytest.mark.realcluster
 
@@ -168,3 +171,81 @@ async def test_a_retry_check_without_quota_goes_back_to_pending(fleet, kube, nam
 
         state = await eventually(pending_again, timeout=30)
         assert state["message"].startswith(api.MSG_RETRY_WITHOUT_QUOTA), state
+
+
+async def test_nothing_is_dispatched_while_the_manager_workload_is_being_evicted(fleet, kube, namespace):
+    """An eviction clears clusterName and resets the check to Pending at once, but the Workload
+    holds its old quota until it is released (Evicted stays True until quota is reserved again).
+    Dispatching in that window sent out a copy that the manager then deactivated, and its Job was
+    created and deleted on the worker. Here the manager-side Kueue is played by hand, so that the
+    window stays open."""
+    async with multikueue(fleet, kube, namespace, manager_agent=False) as env:
+        job = await env.create(
+            kube,
+            api.JOB,
+            {**mk_job("evicting"), "metadata": {**mk_job("evicting")["metadata"], "namespace": namespace}},
+        )
+        meta = job["metadata"]
+        owner = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+        }
+        body = workload(namespace, "job-evicting-1", "main")
+        body["metadata"]["ownerReferences"] = [owner]
+        wl = await kube.create(api.WORKLOAD, body, namespace=namespace)
+        now = dt.datetime.now(dt.UTC)
+        admission = {
+            "clusterQueue": "manager-cq",
+            "podSetAssignments": [
+                {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}}
+            ],
+        }
+        evicting = wlutil.working_copy(wl)
+        evicting["status"] = {
+            "admission": admission,
+            "admissionChecks": [
+                {
+                    "name": env.check,
+                    "state": api.CHECK_STATE_PENDING,
+                    "message": "Reset to Pending after eviction. Previously: Retry",
+                    "lastTransitionTime": format_time(now),
+                }
+            ],
+        }
+        wlutil.set_condition(
+            evicting, api.WORKLOAD_QUOTA_RESERVED, "True", "QuotaReserved", "Quota reserved", now
+        )
+        wlutil.set_condition(
+            evicting,
+            api.WORKLOAD_EVICTED,
+            "True",
+            api.REASON_ADMISSION_CHECK,
+            "Evicted due to AdmissionCheck in Retry state",
+            now,
+        )
+        wl = await wlutil.apply_admission_status(kube, evicting)
+
+        async def no_copy_anywhere():
+            return all([not await env.remote_workloads(cluster) for cluster in env.clusters])
+
+        await consistently(no_copy_anywhere, duration=5)
+
+        # Quota released and reserved again: now it goes out.
+        requeued = wlutil.working_copy(wl)
+        wlutil.set_condition(
+            requeued,
+            api.WORKLOAD_EVICTED,
+            "False",
+            "QuotaReserved",
+            "Previously: AdmissionCheck",
+            dt.datetime.now(dt.UTC),
+        )
+        await wlutil.apply_admission_status(kube, requeued)
+
+        async def a_copy_somewhere():
+            return any([await env.remote_workloads(cluster) for cluster in env.clusters])
+
+        await eventually(a_copy_somewhere, timeout=30)

@@ -673,12 +673,13 @@ def run_engine(
 ) -> EngineResult:
     """A fresh cluster for one engine and one scenario, always torn down."""
     binary = crds = None
-    full_upstream = engine == "upstream" and bool(upstream_config_fields(scenario.config))
+    fields = upstream_config_fields(scenario.config) if engine == "upstream" else {}
+    full_upstream = bool(fields)
     extra_up_args: list[str] = []
     if full_upstream:
-        fields = work_dir / "upstream-config-fields.yaml"
-        fields.write_text(yaml.safe_dump(upstream_config_fields(scenario.config)))
-        extra_up_args = ["--upstream-kueue", "manager", "--upstream-kueue-config", str(fields)]
+        fields_file = work_dir / "upstream-config-fields.yaml"
+        fields_file.write_text(yaml.safe_dump(fields))
+        extra_up_args = ["--upstream-kueue", "manager", "--upstream-kueue-config", str(fields_file)]
     elif engine == "upstream":
         binary, crds = bench_engine.ensure_minimalkueue()
     cluster = bench_engine.BenchCluster(run_root / engine, f"{engine} ({scenario.name})", extra_up_args)

@@ -23,23 +23,19 @@ SCENARIOS = sorted((REPO / "tests" / "scenarios").glob("*.yaml"))
 @pytest.mark.timeout(1800)
 def test_short_scenarios_decide_as_upstream(tmp_path: Path):
     assert SCENARIOS, "no scenario under tests/scenarios"
-    build = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "bench_engine.py"), "--build-upstream-only"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert build.returncode == 0, f"building minimalkueue failed:\n{build.stdout}\n{build.stderr}"
-    # fair-sharing.yaml runs on upstream's full kueue binary (minimalkueue has no fair sharing).
-    build = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "localfleet.py"), "build", "--upstream-kueue"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert build.returncode == 0, f"building upstream kueue failed:\n{build.stdout}\n{build.stderr}"
+    # minimalkueue, and upstream's full kueue for fair-sharing.yaml (minimalkueue has no fair sharing).
+    for what, script, args in (
+        ("minimalkueue", "bench_engine.py", ["--build-upstream-only"]),
+        ("upstream kueue", "localfleet.py", ["build", "--upstream-kueue"]),
+    ):
+        build = subprocess.run(
+            [sys.executable, str(REPO / "hack" / script), *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert build.returncode == 0, f"building {what} failed:\n{build.stdout}\n{build.stderr}"
     report_path = tmp_path / "report.json"
     run = subprocess.run(
         [

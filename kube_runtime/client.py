@@ -1,7 +1,7 @@
 """A small async REST client for the Kubernetes API that works on plain dicts.
 
-Credentials come from kubernetes_asyncio's config loaders (kubeconfig file or dict, in-cluster);
-requests go through our own aiohttp session: generated models are too slow for 15k objects.
+Credentials come from kube_runtime/credentials.py (kubeconfig file or dict, in-cluster); requests go
+through our own aiohttp session on plain dicts: generated models are too slow for 15k objects.
 Every call takes a Resource (group, version, plural, kind, namespaced) and builds its URL here.
 
 Kueue's objects are handled in v1beta1 form by our code whatever the apiserver stores: with
@@ -16,20 +16,18 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import orjson
 import structlog
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from kube_runtime import conversion, ratelimit
+from kube_runtime import conversion, credentials, ratelimit
 from kube_runtime.api import Resource, parse_api_path
 from kube_runtime.clock import Clock
+from kube_runtime.credentials import Credentials
 from kube_runtime.ratelimit import ResourceRateLimits
 
 log = structlog.get_logger(__name__)
@@ -218,7 +216,7 @@ class KubeClient:
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        creds: Credentials,
         *,
         clock: Clock | None = None,
         qps: float | None = None,
@@ -228,8 +226,8 @@ class KubeClient:
         get_attempts: int = 4,
         max_connections: int = 256,
     ) -> None:
-        self.configuration = configuration
-        self.host = configuration.host.rstrip("/")
+        self.credentials = creds
+        self.host = creds.host
         self._clock = clock or Clock()
         # qps/burst per API resource, as controller-runtime's per-kind REST clients (ratelimit.py).
         self._limiter = ResourceRateLimits(qps, burst, self._clock) if qps else None
@@ -238,8 +236,6 @@ class KubeClient:
         self._get_attempts = max(1, get_attempts)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-        self._ssl: ssl.SSLContext | bool | None = None
-        self._ssl_files: tuple[Any, ...] | None = None
         # Requests sent, by (method, resource[/subresource], status code or "<error>"): what the
         # client QPS budget went to. Exported by the worker_agent as rest_client_requests_total.
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
@@ -254,32 +250,15 @@ class KubeClient:
 
     @classmethod
     async def from_kubeconfig_file(cls, path: str, context: str | None = None, **kwargs: Any) -> KubeClient:
-        configuration = k8s_client.Configuration()
-        loader = await k8s_config.load_kube_config(
-            config_file=path, context=context, client_configuration=configuration, persist_config=False
-        )
-        _install_exec_refresh(loader, configuration)
-        return cls(configuration, **kwargs)
+        return cls(credentials.from_kubeconfig_file(path, context), **kwargs)
 
     @classmethod
     async def from_kubeconfig_dict(cls, d: Obj, context: str | None = None, **kwargs: Any) -> KubeClient:
-        configuration = k8s_client.Configuration()
-        loader = await k8s_config.load_kube_config_from_dict(
-            d, context=context, client_configuration=configuration
-        )
-        _install_exec_refresh(loader, configuration)
-        return cls(configuration, **kwargs)
+        return cls(credentials.from_kubeconfig_dict(d, context), **kwargs)
 
     @classmethod
     async def in_cluster(cls, **kwargs: Any) -> KubeClient:
-        configuration = k8s_client.Configuration()
-        # Installs a refresh hook that re-reads the projected ServiceAccount token.
-        k8s_config.load_incluster_config(client_configuration=configuration)
-        return cls(configuration, **kwargs)
-
-    def api_client(self) -> k8s_client.ApiClient:
-        """A kubernetes_asyncio ApiClient with the same credentials (the caller closes it)."""
-        return k8s_client.ApiClient(configuration=self.configuration)
+        return cls(credentials.in_cluster(), **kwargs)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -304,43 +283,25 @@ class KubeClient:
             )
         return self._session
 
-    def _ssl_context(self) -> ssl.SSLContext | bool | None:
-        cfg = self.configuration
-        if not self.host.startswith("https"):
-            return None
-        files = (cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file, cfg.verify_ssl)
-        if self._ssl_files != files:  # first call, or an exec plugin handed out a new client cert
-            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-            if cfg.cert_file:
-                ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
-            if not cfg.verify_ssl:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            if hasattr(ssl, "VERIFY_X509_STRICT"):
-                # Cluster CAs often lack extensions RFC 5280 strict mode wants; Go clients accept them.
-                ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
-            self._ssl, self._ssl_files = ctx, files
-        return self._ssl
-
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON}
         if content_type:
             headers["Content-Type"] = content_type
-        # Calls the configuration's refresh hook (exec plugin / in-cluster token rotation).
-        auth = await self.configuration.get_api_key_with_prefix("BearerToken")
+        # Re-reads token files and re-runs exec plugins whose credential expired.
+        auth = await self.credentials.authorization()
         if auth:
             headers["Authorization"] = auth
         return headers
 
     def _request_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
-        ctx = self._ssl_context()
+        ctx = self.credentials.ssl_context()
         if ctx is not None:
             kwargs["ssl"] = ctx
-        if self.configuration.tls_server_name:
-            kwargs["server_hostname"] = self.configuration.tls_server_name
-        if self.configuration.proxy:
-            kwargs["proxy"] = self.configuration.proxy
+        if self.credentials.tls_server_name:
+            kwargs["server_hostname"] = self.credentials.tls_server_name
+        if self.credentials.proxy:
+            kwargs["proxy"] = self.credentials.proxy
         return kwargs
 
     @contextlib.asynccontextmanager
@@ -784,26 +745,3 @@ def _clean_params(params: dict[str, Any] | None) -> dict[str, str] | None:
     if not params:
         return None
     return {k: str(v) for k, v in params.items() if v is not None and v != ""}
-
-
-def _install_exec_refresh(loader: Any, configuration: k8s_client.Configuration) -> None:
-    """kubernetes_asyncio refreshes exec credentials only in a side task; we refresh per request."""
-    user = getattr(loader, "_user", None)
-    if configuration.refresh_api_key_hook is not None or not user or "exec" not in user:
-        return
-
-    async def refresh(cfg: k8s_client.Configuration) -> None:
-        # A credential without expirationTimestamp stays valid; otherwise re-run the plugin once it expires.
-        if not hasattr(loader, "exec_plugin_expiry"):
-            return
-        await loader.load_from_exec_plugin()
-        token = getattr(loader, "token", None)
-        if token:
-            cfg.api_key["BearerToken"] = token
-        for attr in ("cert_file", "key_file"):
-            value = loader.__dict__.get(attr)
-            if value:
-                setattr(cfg, attr, value)
-
-    hook: Callable[[k8s_client.Configuration], Any] = refresh
-    configuration.refresh_api_key_hook = hook

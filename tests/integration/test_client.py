@@ -7,7 +7,6 @@ import uuid
 
 import pytest
 import yaml
-from kubernetes_asyncio import client as k8s
 
 from kube_runtime import api
 from kube_runtime.client import (
@@ -132,14 +131,10 @@ def manager_kubeconfig_dict(fleet) -> dict:
         return yaml.safe_load(f)
 
 
-async def test_kubeconfig_dict_and_typed_api_client(manager_kubeconfig_dict, namespace):
-    kubeconfig = manager_kubeconfig_dict
-    async with await KubeClient.from_kubeconfig_dict(kubeconfig) as kube:
+async def test_kubeconfig_dict_with_embedded_client_certificate(manager_kubeconfig_dict, namespace):
+    async with await KubeClient.from_kubeconfig_dict(manager_kubeconfig_dict) as kube:
         ns = await kube.get(NAMESPACE, namespace)
         assert ns["status"]["phase"] == "Active"
-        async with kube.api_client() as api_client:
-            typed = await k8s.CoreV1Api(api_client).read_namespace(namespace)
-            assert typed.metadata.uid == ns["metadata"]["uid"]
 
 
 async def test_watch_streams_events_from_a_resource_version(kube, namespace):

@@ -35,7 +35,7 @@ from manager.gc import GarbageCollector
 from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient, workload_keys
-from manager.workload import DispatchError, WorkloadReconciler
+from manager.workload import DispatchError, WorkloadReconciler, remote_workload_cache_transform
 from worker_agent import workload as wlutil
 from worker_agent.config import Configuration
 from worker_agent.metrics import ClientRequestsCollector
@@ -248,6 +248,7 @@ class Manager:
             for a in self.adapters.values()
             if hasattr(a, "remote_cache_transform")
         }
+        transforms[api.WORKLOAD] = remote_workload_cache_transform
         return RemoteClient(
             name,
             self.origin,

@@ -7,10 +7,12 @@ worker loss, and otherwise nominate workers and keep their copies in sync."""
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import structlog
 
 from kube_runtime import api
@@ -19,7 +21,7 @@ from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
-from kube_runtime.informer import Informer, object_key
+from kube_runtime.informer import Informer, compact, object_key
 from manager.adapters.base import Adapter, check_ownership, remote_object
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
 from manager.clusters import Remotes
@@ -84,24 +86,52 @@ def without_empty(value: object) -> object:
 
 
 def remote_spec_out_of_sync(local: Obj, remote: Obj) -> bool:
-    """isRemoteSpecOutOfSync: the specs differ, preemption gates and empty fields aside."""
-    return without_empty(spec_without_gates(local)) != without_empty(spec_without_gates(remote))
+    """isRemoteSpecOutOfSync: the specs differ, preemption gates and empty fields aside. `remote` may
+    be a cached copy whose spec was reduced to its digest (remote_workload_cache_transform)."""
+    return _priority_part(local) != _priority_part(remote) or _rest_digest(local) != _rest_digest(remote)
 
 
 # Copies younger than this are not explained yet: most are admitted within it.
 PENDING_EXPLANATION_DELAY = 5.0
 
 PRIORITY_FIELDS = ("priorityClassName", "priorityClassSource", "priority")
+# In a cached remote copy, the digest of its spec without the priority fields and preemption gates.
+SPEC_DIGEST_KEY = "kueue-federation.dev/specDigest"
+_NOT_COMPARED = {*PRIORITY_FIELDS, "preemptionGates", SPEC_DIGEST_KEY}
+
+
+def _priority_part(wl: Obj) -> object:
+    spec = wl.get("spec") or {}
+    return without_empty({k: spec[k] for k in PRIORITY_FIELDS if k in spec})
+
+
+def _rest_digest(wl: Obj) -> str:
+    spec = wl.get("spec") or {}
+    digest = spec.get(SPEC_DIGEST_KEY)
+    if digest:
+        return str(digest)
+    rest = without_empty({k: v for k, v in spec.items() if k not in _NOT_COMPARED})
+    return hashlib.blake2b(orjson.dumps(rest, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
+
+
+def remote_workload_cache_transform(remote: Obj) -> Obj:
+    """What the manager keeps of a worker's Workload copy: metadata and status whole, but of the spec
+    only the priority fields and a digest of the rest, which is all the sync check compares. The
+    pod templates were most of a cached copy (multikueue-spec §3.4.6 compares the whole spec)."""
+    kept = compact(remote)
+    spec = kept.get("spec")
+    if isinstance(spec, dict):
+        reduced = {k: spec[k] for k in PRIORITY_FIELDS if k in spec}
+        reduced[SPEC_DIGEST_KEY] = _rest_digest(kept)
+        kept["spec"] = reduced
+    return kept
 
 
 def only_priority_differs(local: Obj, remote: Obj) -> bool:
     """A WorkloadPriorityClass-based priority change is patched into the copy, not re-dispatched."""
-    local_spec, remote_spec = spec_without_gates(local), spec_without_gates(remote)
-    if local_spec.get("priorityClassSource") != api.PRIORITY_CLASS_SOURCE_WORKLOAD:
+    if (local.get("spec") or {}).get("priorityClassSource") != api.PRIORITY_CLASS_SOURCE_WORKLOAD:
         return False
-    rest_local = {k: v for k, v in local_spec.items() if k not in PRIORITY_FIELDS}
-    rest_remote = {k: v for k, v in remote_spec.items() if k not in PRIORITY_FIELDS}
-    return rest_local == rest_remote
+    return _rest_digest(local) == _rest_digest(remote)
 
 
 def remote_copy(
@@ -335,11 +365,9 @@ class WorkloadReconciler:
                 continue
             client = group.available[cluster]
             if only_priority_differs(wl, remote):
-                patched = copy.deepcopy(remote)
-                for field_name in PRIORITY_FIELDS:
-                    if field_name in (wl.get("spec") or {}):
-                        patched["spec"][field_name] = wl["spec"][field_name]
-                await client.kube.replace(api.WORKLOAD, patched)
+                spec = wl.get("spec") or {}
+                priority = {k: spec[k] for k in PRIORITY_FIELDS if k in spec}
+                await client.kube.patch_merge(api.WORKLOAD, name, {"spec": priority}, namespace)
                 continue
             await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
             group.remotes[cluster] = None

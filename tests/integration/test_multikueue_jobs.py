@@ -4,6 +4,8 @@ left behind; a worker without quota is skipped; a worker eviction re-dispatches.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from admission_kit import local_queue, workload
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
@@ -205,3 +207,46 @@ async def _strip_finalizers_and_delete(kube, namespace: str) -> None:
             api.WORKLOAD, wl["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace
         )
     await kube.delete(api.NAMESPACE, namespace)
+
+
+async def test_a_priority_change_is_patched_into_the_copy_in_place(fleet, kube, namespace):
+    """A priority change on the manager reaches the worker's copy without a new dispatch
+    (the manager caches copies with only a digest of their spec, so it patches the priority fields)."""
+    async with multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env:
+        (cluster,) = env.clusters
+        worker_kube = env.worker_kubes[env.clusters[cluster]]
+        low = f"{namespace}-low"
+        wpc = {
+            "apiVersion": api.API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": low},
+            "value": 10,
+        }
+        for client in (kube, worker_kube):
+            await env.create(client, api.WORKLOAD_PRIORITY_CLASS, copy.deepcopy(wpc))
+        job = mk_job("prio", keep_running=True)
+        job["metadata"]["labels"][api.LABEL_PRIORITY_CLASS] = low
+        await kube.create(api.JOB, job, namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("prio"))
+        name = wl["metadata"]["name"]
+
+        async def placed():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            return current if (current.get("status") or {}).get("clusterName") == cluster else None
+
+        await eventually(placed, timeout=40)
+        first = await env.remote(cluster, api.WORKLOAD, name)
+        assert first["spec"]["priority"] == 10 and first["spec"]["priorityClassName"] == low
+        # The Workload's priority is raised on the manager (a WorkloadPriorityClass-based priority is
+        # mutable).
+        await kube.patch_merge(api.WORKLOAD, name, {"spec": {"priority": 1000}}, namespace)
+
+        async def copy_updated():
+            copy_ = await env.remote(cluster, api.WORKLOAD, name)
+            return copy_ if copy_ and copy_["spec"].get("priority") == 1000 else None
+
+        updated = await eventually(copy_updated, timeout=30)
+        assert updated["metadata"]["uid"] == first["metadata"]["uid"], "the copy was re-created"
+        assert updated["spec"]["podSets"] == first["spec"]["podSets"]
+        current = await env.get(kube, api.WORKLOAD, name, namespace)
+        assert current["status"]["clusterName"] == cluster

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from kube_runtime import api
 from manager.workload import (
+    SPEC_DIGEST_KEY,
     best_match,
     only_priority_differs,
     owner_gvk,
     remote_copy,
     remote_spec_out_of_sync,
+    remote_workload_cache_transform,
     spec_without_gates,
 )
 
@@ -226,3 +230,45 @@ def test_only_priority_differs_is_false_for_a_pod_priority_class() -> None:
     for wl in (local, remote):
         wl["spec"]["priorityClassSource"] = api.PRIORITY_CLASS_SOURCE_POD
     assert only_priority_differs(local, remote) is False
+
+
+def test_a_cached_copy_keeps_its_status_and_a_digest_of_its_spec() -> None:
+    remote = wpc_workload("low", 10, preemptionGates=[{"name": "g"}])
+    remote["metadata"] = {"name": "wl", "namespace": "ns", "managedFields": [{"manager": "x"}]}
+    remote["status"] = {"conditions": [{"type": "Admitted", "status": "True"}]}
+    cached = remote_workload_cache_transform(remote)
+    assert cached["status"] == remote["status"] and cached["metadata"] == {"name": "wl", "namespace": "ns"}
+    assert set(cached["spec"]) == {"priorityClassName", "priorityClassSource", "priority", SPEC_DIGEST_KEY}
+    assert remote["spec"]["podSets"] == [{"name": "main", "count": 1}]  # the input is left alone
+
+
+@pytest.mark.parametrize(
+    ("local", "remote", "out_of_sync", "priority_only"),
+    [
+        (wpc_workload("high", 1000), wpc_workload("high", 1000), False, True),
+        (wpc_workload("high", 1000), wpc_workload("low", 10), True, True),
+        (
+            wpc_workload("high", 1000, preemptionGates=[{"name": "g"}]),
+            wpc_workload("high", 1000),
+            False,
+            True,
+        ),
+        (
+            wpc_workload("high", 1000),
+            wpc_workload("high", 1000, podSets=[{"name": "main", "count": 2}]),
+            True,
+            False,
+        ),
+        (wpc_workload("high", 1000, queueName="other"), wpc_workload("low", 10), True, False),
+        (
+            {"spec": {"queueName": "q", "priorityClassSource": "", "podSets": [{"name": "m", "count": 1}]}},
+            {"spec": {"queueName": "q", "podSets": [{"name": "m", "count": 1, "minCount": None}]}},
+            False,
+            False,
+        ),
+    ],
+)
+def test_comparisons_agree_on_full_and_cached_copies(local, remote, out_of_sync, priority_only) -> None:
+    for copy_ in (remote, remote_workload_cache_transform(remote)):
+        assert remote_spec_out_of_sync(local, copy_) is out_of_sync
+        assert only_priority_differs(local, copy_) is priority_only

@@ -373,13 +373,15 @@ def _exec_kubeconfig(name: str, cluster: dict, provider: AccessProvider) -> dict
     exec_block = {key: provider.exec_config[key] for key in _EXEC_FIELDS if key in provider.exec_config}
     exec_block["interactiveMode"] = api.EXEC_INTERACTIVE_MODE_NEVER  # a controller has no terminal
     extension = _exec_extension(cluster)
-    if extension is not None:
-        # Kubeconfig exec has no `config` field and our client passes plugins no cluster info: use env.
-        extra = {"name": CLUSTER_EXEC_CONFIG_ENV, "value": json.dumps(extension)}
-        exec_block["env"] = [*(exec_block.get("env") or []), extra]
     cluster_block = {
         key: cluster[key] for key in ("server", "certificate-authority-data", "proxy-url") if cluster.get(key)
     }
+    if extension is not None:
+        # A plugin with provideClusterInfo gets it as KUBERNETES_EXEC_INFO's spec.cluster.config, as
+        # from client-go; every plugin also finds it in an env var.
+        cluster_block["extensions"] = [{"name": api.CLUSTER_PROFILE_EXEC_EXTENSION, "extension": extension}]
+        extra = {"name": CLUSTER_EXEC_CONFIG_ENV, "value": json.dumps(extension)}
+        exec_block["env"] = [*(exec_block.get("env") or []), extra]
     return {
         "apiVersion": "v1",
         "kind": "Config",

@@ -12,7 +12,7 @@ import os
 import pytest
 import yaml
 
-from kube_runtime import api
+from kube_runtime import api, credentials
 from manager import kubeconfig as kc
 from manager.kubeconfig import AccessProvider, CredentialError
 
@@ -692,7 +692,7 @@ def test_deprecated_credential_providers_still_match():
     assert config["clusters"][0]["cluster"]["server"] == "https://old.example.com"
 
 
-def test_exec_extension_reaches_the_plugin_as_env():
+def test_exec_extension_reaches_the_plugin_as_env_and_as_cluster_config():
     extension = {"audience": "worker1", "scopes": ["a", "b"]}
     extensions = [
         {"name": "client.authentication.k8s.io/exec-args", "extension": ["--ignored"]},
@@ -707,7 +707,14 @@ def test_exec_extension_reaches_the_plugin_as_env():
         {"name": kc.CLUSTER_EXEC_CONFIG_ENV, "value": json.dumps(extension)},
     ]
     assert kc.CLUSTER_EXEC_CONFIG_ENV == "KUEUE_CLUSTER_EXEC_CONFIG"
-    assert "extensions" not in config["clusters"][0]["cluster"]
+    # Only the exec extension is kept: a plugin with provideClusterInfo gets it as spec.cluster.config.
+    assert config["clusters"][0]["cluster"]["extensions"] == [
+        {"name": "client.authentication.k8s.io/exec", "extension": extension}
+    ]
+    exec_config["provideClusterInfo"] = True
+    plugin = credentials.from_kubeconfig_dict(config).exec_plugin
+    assert plugin is not None and plugin.cluster_info is not None
+    assert plugin.cluster_info["config"] == extension
     assert SECRETREADER.exec_config["env"] == [{"name": "A", "value": "1"}]  # provider not mutated
 
 

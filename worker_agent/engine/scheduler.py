@@ -9,7 +9,7 @@ change of the cycle (reserved capacity, preempting and deferred entries) is undo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -477,18 +477,32 @@ class Scheduler:
         self.queues.admitted(wl.key)
         result.decisions.append(Admit(wl.key, admission.to_api()))
 
-    def _fits_without(self, cq: ClusterQueue, usage: Mapping[FlavorResource, int], removed) -> bool:
-        undo = []
+    def _fits_without(
+        self, cq: ClusterQueue, usage: Mapping[FlavorResource, int], removed: Iterable[WorkloadInfo]
+    ) -> bool:
+        # A node's usage depends only on its ClusterQueues' usage, not on the order of changes, and
+        # cq can only use capacity of its own tree: so only victims of that tree, and only the
+        # (flavor, resource) pairs cq asks for, are taken out, summed per ClusterQueue.
+        root = cq.root()
+        freed: dict[ClusterQueue, dict[FlavorResource, int]] = {}
+        cluster_queues = self.snapshot.cluster_queues
         for victim in removed:
-            victim_cq = self.snapshot.cluster_queues.get(victim.cluster_queue)
-            if victim_cq is not None:
-                victim_cq.remove_usage(victim.usage)
-                undo.append((victim_cq, victim.usage))
+            victim_cq = cluster_queues.get(victim.cluster_queue)
+            if victim_cq is None or victim_cq.root() is not root:
+                continue
+            amounts = freed.get(victim_cq)
+            if amounts is None:
+                amounts = freed[victim_cq] = {}
+            for fr, val in victim.usage.items():
+                if fr in usage:
+                    amounts[fr] = amounts.get(fr, 0) + val
+        for victim_cq, amounts in freed.items():
+            victim_cq.remove_usage(amounts)
         try:
             return cq.fits(usage)
         finally:
-            for victim_cq, victim_usage in reversed(undo):
-                victim_cq.add_usage(victim_usage)
+            for victim_cq, amounts in freed.items():
+                victim_cq.add_usage(amounts)
 
 
 def _under(cq: ClusterQueue | None, cohort: Cohort) -> bool:

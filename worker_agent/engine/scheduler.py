@@ -279,19 +279,20 @@ class Scheduler:
     def _assign(
         self, wl: WorkloadInfo, cq: ClusterQueue, counts: Sequence[int] | None
     ) -> tuple[Assignment, list[Target]]:
-        assignment = assign_flavors(
-            wl,
-            cq,
-            self.snapshot.flavors,
-            oracle=self.preemptor.oracle,
-            fair_sharing=self.config.fair_sharing,
-            quota_check_strategy=self.config.quota_check_strategy,
-            counts=counts,
-            cycle=self.cycle,
-        )
-        targets: list[Target] = []
-        if assignment.representative_mode() == Mode.PREEMPT:
-            targets = self.preemptor.get_targets(wl, assignment, cq)
+        with self.preemptor.snapshot_unchanged():
+            assignment = assign_flavors(
+                wl,
+                cq,
+                self.snapshot.flavors,
+                oracle=self.preemptor.oracle,
+                fair_sharing=self.config.fair_sharing,
+                quota_check_strategy=self.config.quota_check_strategy,
+                counts=counts,
+                cycle=self.cycle,
+            )
+            targets: list[Target] = []
+            if assignment.representative_mode() == Mode.PREEMPT:
+                targets = self.preemptor.get_targets(wl, assignment, cq)
         return assignment, targets
 
     def _partial_admission(

@@ -9,7 +9,7 @@ change of the cycle (reserved capacity, preempting and deferred entries) is undo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,26 @@ class SchedulerConfig:
     # waitForPodsReady.blockAdmission: at most one admission per cycle (the caller does not start a
     # cycle while an admitted workload is not ready).
     block_admission: bool = False
+
+
+class _CycleVictims:
+    """The victims chosen so far in a cycle, with their usage summed per ClusterQueue, per quota
+    tree: a node's usage depends only on its ClusterQueues' usage, not on the order of changes, so
+    a fit check takes the sums out instead of every victim one by one."""
+
+    def __init__(self, cluster_queues: Mapping[str, ClusterQueue]) -> None:
+        self.cluster_queues = cluster_queues
+        self.workloads: dict[str, WorkloadInfo] = {}
+        self.freed: dict[QuotaNode, dict[ClusterQueue, dict[FlavorResource, int]]] = {}
+
+    def add(self, victim: WorkloadInfo) -> None:
+        self.workloads[victim.key] = victim
+        victim_cq = self.cluster_queues.get(victim.cluster_queue)
+        if victim_cq is None:
+            return
+        amounts = self.freed.setdefault(victim_cq.root(), {}).setdefault(victim_cq, {})
+        for fr, val in victim.usage.items():
+            amounts[fr] = amounts.get(fr, 0) + val
 
 
 @dataclass
@@ -191,7 +211,7 @@ class Scheduler:
 
         self._nominations, self._next_nominations = self._next_nominations, {}
         ordered = self._order(entries)
-        cycle_victims: dict[str, WorkloadInfo] = {}
+        cycle_victims = _CycleVictims(snapshot.cluster_queues)
         cycle_local: list[tuple[ClusterQueue, dict[FlavorResource, int]]] = []
         for entry in ordered:
             self._process(entry, cycle_victims, cycle_local, result)
@@ -384,7 +404,7 @@ class Scheduler:
     def _process(
         self,
         entry: _Entry,
-        cycle_victims: dict[str, WorkloadInfo],
+        cycle_victims: _CycleVictims,
         cycle_local: list[tuple[ClusterQueue, dict[FlavorResource, int]]],
         result: CycleResult,
     ) -> None:
@@ -409,9 +429,9 @@ class Scheduler:
             return
 
         target_keys = {t.workload.key for t in entry.targets}
-        if target_keys & cycle_victims.keys():
+        if target_keys & cycle_victims.workloads.keys():
             wl.last_assignment = None  # skipped or deferred: the next cycle rescans every flavor
-            if mode == Mode.FIT or self._fits_without(cq, assignment.usage, cycle_victims.values()):
+            if mode == Mode.FIT or self._fits_without(cq, assignment.usage, cycle_victims):
                 # Recomputed against the already-chosen victims: DeferredFit.
                 entry.requeue_reason = api.REQUEUE_PENDING_PREEMPTION
                 entry.reason = api.REASON_WAITING_FOR_PREEMPTED_WORKLOADS
@@ -421,14 +441,14 @@ class Scheduler:
                 return
             entry.reason, entry.message = api.REASON_WAITING_FOR_QUOTA, api.MSG_OVERLAPPING_PREEMPTION_TARGETS
             return
-        removed = list(cycle_victims.values()) + [t.workload for t in entry.targets]
-        if not self._fits_without(cq, assignment.usage, removed):
+        targets = [t.workload for t in entry.targets]
+        if not self._fits_without(cq, assignment.usage, cycle_victims, targets):
             wl.last_assignment = None
             entry.reason, entry.message = api.REASON_WAITING_FOR_QUOTA, api.MSG_NO_LONGER_FITS
             return
 
         for t in entry.targets:
-            cycle_victims[t.workload.key] = t.workload
+            cycle_victims.add(t.workload)
         if mode == Mode.PREEMPT:
             # The preemptor waits for its victims on this flavor: its next cycles must not resume the
             # scan after it (Kueue clears LastAssignment once preemptions are issued).
@@ -479,15 +499,22 @@ class Scheduler:
         result.decisions.append(Admit(wl.key, admission.to_api()))
 
     def _fits_without(
-        self, cq: ClusterQueue, usage: Mapping[FlavorResource, int], removed: Iterable[WorkloadInfo]
+        self,
+        cq: ClusterQueue,
+        usage: Mapping[FlavorResource, int],
+        cycle_victims: _CycleVictims,
+        targets: Sequence[WorkloadInfo] = (),
     ) -> bool:
-        # A node's usage depends only on its ClusterQueues' usage, not on the order of changes, and
-        # cq can only use capacity of its own tree: so only victims of that tree, and only the
-        # (flavor, resource) pairs cq asks for, are taken out, summed per ClusterQueue.
+        """Whether `usage` fits in cq once the cycle's victims and `targets` are gone. cq can only
+        use capacity of its own tree: only victims of that tree, and only the (flavor, resource)
+        pairs cq asks for, are taken out."""
         root = cq.root()
-        freed: dict[ClusterQueue, dict[FlavorResource, int]] = {}
+        freed = {
+            victim_cq: {fr: val for fr, val in amounts.items() if fr in usage}
+            for victim_cq, amounts in cycle_victims.freed.get(root, {}).items()
+        }
         cluster_queues = self.snapshot.cluster_queues
-        for victim in removed:
+        for victim in targets:
             victim_cq = cluster_queues.get(victim.cluster_queue)
             if victim_cq is None or victim_cq.root() is not root:
                 continue

@@ -71,7 +71,12 @@ def policy_allows(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo)
 
 
 def uses_resources(wl: WorkloadInfo, frs: Iterable[FlavorResource]) -> bool:
-    return any(wl.usage.get(fr, 0) > 0 for fr in frs)
+    # A plain loop: this runs for every admitted workload of every candidate ClusterQueue.
+    usage = wl.usage
+    for fr in frs:
+        if usage.get(fr, 0) > 0:
+            return True
+    return False
 
 
 def candidate_order_key(preemptor_cq: str):

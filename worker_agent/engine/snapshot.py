@@ -570,6 +570,8 @@ class WorkloadInfo:
         return self._hash
 
     def has_failed_checks(self) -> bool:
+        if not self.admission_check_states:
+            return False
         return any(
             s in (api.CHECK_STATE_RETRY, api.CHECK_STATE_REJECTED)
             for s in self.admission_check_states.values()

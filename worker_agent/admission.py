@@ -802,7 +802,7 @@ class AdmissionState:
         ok = gone = False
         if cached is not None:
             now = self.clock.now()
-            wl = wlstatus.working_copy(cached)
+            wl = wlstatus.status_working_copy(cached)
             cq_obj = self.cluster_queues.get(decision.admission.get("clusterQueue", ""))
             if cq_obj is not None:
                 required = wlstatus.required_admission_checks(cq_obj["spec"], decision.admission)
@@ -862,7 +862,7 @@ class AdmissionState:
                     self.scheduler.observe_removed(key)
                     return
                 now = self.clock.now()
-                wl = wlstatus.working_copy(cached)
+                wl = wlstatus.status_working_copy(cached)
                 wlstatus.set_evicted(wl, api.REASON_PREEMPTED, decision.message, now)
                 wlstatus.set_preempted(wl, decision.reason, decision.message, now)
                 # Strict: a victim that finished meanwhile (our cache lags) must not be marked evicted.
@@ -905,7 +905,7 @@ class AdmissionState:
             base = self._newest(key)
             if base is None or wlstatus.has_quota_reservation(base) or key in self.snapshot.workloads:
                 return True
-            wl = wlstatus.working_copy(base)
+            wl = wlstatus.status_working_copy(base)
             changed = wlstatus.set_pending_condition(wl, decision.reason, decision.message, self.clock.now())
             queued = self.queues.get(key)
             if queued is not None:

@@ -371,6 +371,13 @@ def working_copy(wl: Obj) -> Obj:
     return {key: value if key == "spec" else copy.deepcopy(value) for key, value in wl.items()}
 
 
+def status_working_copy(wl: Obj) -> Obj:
+    """A copy whose status is changed and written back with `apply_admission_status`: only `status`
+    is copied deeply (metadata holds the managedFields, most of what `working_copy` copies);
+    metadata and spec are shared and must be treated as read-only."""
+    return {key: copy.deepcopy(value) if key == "status" else value for key, value in wl.items()}
+
+
 def admission_checks_for(
     cq_spec: Obj, assigned_flavors: Iterable[str] | None, all_flavors: Iterable[str]
 ) -> set[str]:

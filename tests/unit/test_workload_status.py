@@ -158,6 +158,16 @@ def test_apply_body_carries_only_admission_fields():
     assert "resourceVersion" not in w.admission_apply_body(obj)["metadata"]
 
 
+def test_status_working_copy_leaves_the_cached_workload_unchanged():
+    cached = wl(conditions=[{"type": "QuotaReserved", "status": "False", "reason": "Pending"}])
+    before = w.working_copy(cached)
+    working = w.status_working_copy(cached)
+    w.set_quota_reservation(working, ADMISSION, T0)
+    assert cached == before
+    assert working["status"]["admission"] == ADMISSION
+    assert w.admission_apply_body(working)["metadata"] == {"name": "a", "namespace": "ns"}
+
+
 def test_admissible():
     assert w.is_admissible(wl())
     assert not w.is_admissible({**wl(), "spec": {"active": False}})

@@ -77,7 +77,7 @@ class WorkloadController:
         if wlstatus.is_finished(cached):
             return None
         now = self.clock.now()
-        wl = wlstatus.working_copy(cached)
+        wl = wlstatus.status_working_copy(cached)  # below, only the status changes
         name, namespace = wl["metadata"]["name"], wl["metadata"]["namespace"]
 
         # --- deactivation (§3.13)

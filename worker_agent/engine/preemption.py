@@ -6,8 +6,9 @@ Every search simulates victims' removal on the snapshot's usage and restores it 
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kube_runtime import api
@@ -70,7 +71,12 @@ def policy_allows(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo)
 
 
 def uses_resources(wl: WorkloadInfo, frs: Iterable[FlavorResource]) -> bool:
-    return any(wl.usage.get(fr, 0) > 0 for fr in frs)
+    # A plain loop: this runs for every admitted workload of every candidate ClusterQueue.
+    usage = wl.usage
+    for fr in frs:
+        if usage.get(fr, 0) > 0:
+            return True
+    return False
 
 
 def candidate_order_key(preemptor_cq: str):
@@ -129,8 +135,21 @@ class Preemptor:
         self.snapshot = snapshot
         self.fair_sharing = fair_sharing
         self.strategies = tuple(fair_sharing_strategies)
+        # Searches of the current `snapshot_unchanged` block, by (workload, ClusterQueue, requests).
+        self._searches: dict[tuple, list[Target]] | None = None
 
     # -- public ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def snapshot_unchanged(self) -> Iterator[None]:
+        """While the caller does not change the snapshot, a repeated search returns the earlier
+        result: the flavor assigner's oracle and `get_targets` ask the same question for a
+        workload of one PodSet and resource."""
+        self._searches = {}
+        try:
+            yield
+        finally:
+            self._searches = None
 
     def get_targets(self, wl: WorkloadInfo, assignment: Assignment, cq: ClusterQueue) -> list[Target]:
         frs = assignment.frs_needing_preemption()
@@ -163,9 +182,19 @@ class Preemptor:
         requests: Mapping[FlavorResource, int],
         usage: Mapping[FlavorResource, int],
     ) -> list[Target]:
+        searches = self._searches
+        if searches is not None:
+            key = (id(wl), id(cq), tuple(requests.items()))
+            found = searches.get(key)
+            if found is not None:
+                return list(found)
         if self.fair_sharing:
-            return self._fair_targets(wl, cq, requests)
-        return self._classic_targets(wl, cq, requests)
+            targets = self._fair_targets(wl, cq, requests)
+        else:
+            targets = self._classic_targets(wl, cq, requests)
+        if searches is not None:
+            searches[key] = list(targets)
+        return targets
 
     # -- classic ---------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ else DecimalSI.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -70,6 +71,9 @@ def to_amount(resource: str, value: Fraction) -> int:
     return math.ceil(value)
 
 
+# Every Workload event parses its requests and usage again, and a cluster has few distinct
+# quantities; typed, so that True is not taken for 1.
+@functools.lru_cache(maxsize=4096, typed=True)
 def quantity_amount(resource: str, text: str | int | float) -> int:
     """Parse a quantity straight into engine units."""
     return to_amount(resource, parse_quantity(text))

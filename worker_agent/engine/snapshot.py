@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from kube_runtime import api
@@ -554,8 +555,9 @@ class WorkloadInfo:
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     _hash: tuple | None = None
 
-    @property
+    @cached_property
     def key(self) -> str:
+        # Read many times per cycle (queues, victims, nominations); namespace and name never change.
         return f"{self.namespace}/{self.name}"
 
     def scheduling_hash(self) -> tuple:
@@ -568,6 +570,8 @@ class WorkloadInfo:
         return self._hash
 
     def has_failed_checks(self) -> bool:
+        if not self.admission_check_states:
+            return False
         return any(
             s in (api.CHECK_STATE_RETRY, api.CHECK_STATE_REJECTED)
             for s in self.admission_check_states.values()

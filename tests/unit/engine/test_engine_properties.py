@@ -166,3 +166,48 @@ def test_invariants_over_cycles(setup):
         queues.flush(list(queues.queues))
         check_quota_invariants(snap)
     assert set(priorities) == set(infos)
+
+
+def _usage_state(snap: Snapshot) -> dict[str, dict]:
+    nodes = [*snap.cluster_queues.values(), *snap.cohorts.values()]
+    return {node.name: {fr: v for fr, v in node.usage.items() if v} for node in nodes}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(setups(), st.randoms(use_true_random=False))
+def test_usage_depends_only_on_cluster_queue_usage(setup, rng):
+    """What the scheduler's fit checks rely on (Scheduler._fits_without): taking victims' usage out
+    one by one in any order, or summed per ClusterQueue, gives every node the same usage, and
+    putting it back restores the snapshot."""
+    cqs, wl_specs, _, _ = setup
+    snap = Snapshot.from_objects(cluster_queues=cqs, resource_flavors=FLAVORS)
+    queues = QueueManager()
+    for cq in cqs:
+        queues.ensure(cq["metadata"]["name"], cq["spec"]["queueingStrategy"])
+    for spec in wl_specs:
+        spec = dict(spec)
+        queues.push(workload(spec.pop("name"), spec.pop("cq"), **spec))
+    sched = Scheduler(snap, queues, SchedulerConfig())
+    for _ in range(6):
+        sched.schedule()
+    before = _usage_state(snap)
+    victims = rng.sample(list(snap.workloads.values()), k=rng.randint(0, len(snap.workloads)))
+
+    for victim in victims:
+        snap.cluster_queues[victim.cluster_queue].remove_usage(victim.usage)
+    one_by_one = _usage_state(snap)
+    for victim in reversed(victims):
+        snap.cluster_queues[victim.cluster_queue].add_usage(victim.usage)
+    assert _usage_state(snap) == before
+
+    summed: dict[str, dict] = {}
+    for victim in rng.sample(victims, k=len(victims)):
+        amounts = summed.setdefault(victim.cluster_queue, {})
+        for fr, val in victim.usage.items():
+            amounts[fr] = amounts.get(fr, 0) + val
+    for name, amounts in summed.items():
+        snap.cluster_queues[name].remove_usage(amounts)
+    assert _usage_state(snap) == one_by_one
+    for name, amounts in summed.items():
+        snap.cluster_queues[name].add_usage(amounts)
+    assert _usage_state(snap) == before

@@ -34,7 +34,8 @@ def scenario(scale: float) -> tuple[list[dict], dict[str, str]]:
         for set_index, cls in enumerate(config.classes):
             for serial in range(cls.count):
                 wl = be.workload_object(be.OURS, queue, cls, set_index, serial)
-                timed.append((serial * cls.interval_ms / 1000.0, wl, cls))
+                # As upstream's generator (and bench_engine's): wait one interval, then create.
+                timed.append(((serial + 1) * cls.interval_ms / 1000.0, wl, cls))
     timed.sort(key=lambda item: item[0])
     docs = objects["ResourceFlavor"] + objects["ClusterQueue"] + objects["LocalQueue"]
     classes, previous = {}, 0.0

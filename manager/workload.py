@@ -67,12 +67,6 @@ def best_match(
     return (best[0], best[2]) if best else None
 
 
-def spec_without_gates(wl: Obj) -> Obj:
-    spec = dict(wl.get("spec") or {})
-    spec.pop("preemptionGates", None)
-    return spec
-
-
 def without_empty(value: object) -> object:
     """`value` with every empty string, null, empty list and empty map dropped from its maps, at any
     depth: what a typed (Go) comparison sees. A worker that stores v1beta2 and serves v1beta1 through

@@ -10,13 +10,10 @@ import ssl
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from kube_runtime import credentials
 from kube_runtime.credentials import CredentialsError
+from worker_agent.webhooks import certs
 
 
 def b64(data: bytes) -> str:
@@ -25,24 +22,8 @@ def b64(data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def cert_and_key() -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+    """A self-signed certificate and its key (the webhook CA generator's), PEM."""
+    return certs.generate_ca(dt.datetime.now(dt.UTC))
 
 
 def config(user: dict, cluster: dict | None = None, name: str = "c") -> dict:
@@ -102,7 +83,7 @@ def test_file_paths_are_relative_to_the_kubeconfig(tmp_path, cert_and_key):
     assert creds.ca_file == str(tmp_path / "pki" / "ca.crt")
     ctx = creds.ssl_context()
     assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED
-    assert [c["subject"] for c in ctx.get_ca_certs()] == [((("commonName", "client"),),)]
+    assert [c["subject"] for c in ctx.get_ca_certs()] == [((("commonName", certs.CA_COMMON_NAME),),)]
     with pytest.raises(CredentialsError, match="reading kubeconfig"):
         credentials.from_kubeconfig_file(str(tmp_path / "missing"))
     (tmp_path / "bad").write_text("a: [b")

@@ -17,7 +17,6 @@ from manager.workload import (
     remote_copy,
     remote_spec_out_of_sync,
     remote_workload_cache_transform,
-    spec_without_gates,
 )
 
 # -- owner_gvk ---------------------------------------------------------------------------------
@@ -172,13 +171,6 @@ def test_remote_copy_of_a_workload_without_labels() -> None:
 
 
 # -- spec comparisons --------------------------------------------------------------------------
-
-
-def test_spec_without_gates_drops_only_the_preemption_gates() -> None:
-    wl = {"spec": {"queueName": "q", "priority": 5, "preemptionGates": [{"name": "g"}]}}
-    assert spec_without_gates(wl) == {"queueName": "q", "priority": 5}
-    assert wl["spec"]["preemptionGates"] == [{"name": "g"}]
-    assert spec_without_gates({}) == {}
 
 
 def test_a_copy_that_lost_empty_fields_in_conversion_is_in_sync() -> None:

@@ -475,11 +475,24 @@ def _first_nominal(cq: Obj) -> int:
         return 0
 
 
+@dataclass
+class EvictionRecord:
+    """One Evicted False->True transition as the runner saw it."""
+
+    time: float
+    key: str
+    cls: str
+    reason: str  # the Preempted condition's reason (InClusterQueue, InCohortReclamation, ...) or Evicted's
+    held_s: float | None  # how long the runner had seen it Admitted; None: its admission was never seen
+    message: str
+
+
 class Recorder:
     """Workload and ClusterQueue state as seen by the runner; pure (times are passed in)."""
 
     def __init__(self) -> None:
         self.workloads: dict[str, WorkloadRecord] = {}
+        self.evictions: list[EvictionRecord] = []
         self.cluster_queues: dict[str, CQRecord] = {}
         self.cq_events = 0
 
@@ -512,6 +525,11 @@ class Recorder:
             rec.admitted_api = parse_time(admitted_cond.get("lastTransitionTime"))
         if evicted and not rec.evicted:
             rec.evictions += 1
+            cond = find_condition(obj, "Preempted") or find_condition(obj, "Evicted") or {}
+            held = None if rec.holding_since is None else now - rec.holding_since
+            self.evictions.append(
+                EvictionRecord(now, key, rec.cls, cond.get("reason", ""), held, cond.get("message", ""))
+            )
         if finished and not rec.finished:
             rec.finished_obs = now
         holding = admitted and not finished
@@ -1541,6 +1559,16 @@ class BenchRun:
             )
         return result
 
+    def write_eviction_csv(self, path: Path, start: float) -> None:
+        """Every Evicted transition: when (s after the engine started), which, why, and how long the
+        runner had seen the victim Admitted (empty: its admission had not reached the runner)."""
+        with path.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["s after start", "key", "class", "reason", "s seen admitted", "message"])
+            for e in self.recorder.evictions:
+                held = "" if e.held_s is None else f"{e.held_s:.3f}"
+                w.writerow([f"{e.time - start:.3f}", e.key, e.cls, e.reason, held, e.message])
+
     def write_workload_csv(self, path: Path) -> None:
         with path.open("w", newline="") as f:
             w = csv.writer(f)
@@ -1694,6 +1722,7 @@ def run_one(
         finally:
             with contextlib.suppress(OSError):
                 bench.write_workload_csv(work_dir / f"workloads-{engine}.csv")
+                bench.write_eviction_csv(work_dir / f"evictions-{engine}.csv", proc.started_at)
         return result
     finally:
         cluster.down()

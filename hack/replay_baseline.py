@@ -58,10 +58,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=float, default=0.01, help="seconds from a decision to its write")
     parser.add_argument("--clear", type=float, default=0.02, help="seconds from an eviction to its requeue")
     parser.add_argument("--until", type=float, default=900.0, help="virtual seconds to replay at most")
+    parser.add_argument(
+        "--write-qps",
+        type=float,
+        help="the agent's write budget: admissions and evictions land one per 1/QPS, in decision order "
+        "(default: no limit)",
+    )
+    parser.add_argument(
+        "--finish-lag",
+        type=float,
+        default=0.0,
+        help="seconds from a Workload's runtime ending to the engine seeing it Finished (default 0)",
+    )
     args = parser.parse_args(argv)
     docs, classes = scenario(args.scale)
     started = time.process_time()
-    out = replay(docs, until_s=args.until, cycle_s=args.cycle, write_s=args.write, clear_s=args.clear)
+    out = replay(
+        docs,
+        until_s=args.until,
+        cycle_s=args.cycle,
+        write_s=args.write,
+        clear_s=args.clear,
+        write_qps=args.write_qps,
+        finish_lag_s=args.finish_lag,
+    )
     evicted = collections.Counter()
     for key, count in out.evictions.items():
         evicted[classes[key]] += count

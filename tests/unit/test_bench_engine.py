@@ -249,6 +249,22 @@ def test_eviction_and_readmission_count_the_last_admission():
     assert summary.avg_time_to_admission_api_ms == pytest.approx(6000)
 
 
+def test_each_eviction_is_logged_with_how_long_the_runner_saw_the_victim_admitted():
+    rec = bench.Recorder()
+    admitted = [("Admitted", "True", "2026-11-23T10:00:01Z")]
+    rec.observe_workload(workload("a", "small", conditions=admitted, admission=True), T0 + 1)
+    evicted = [*admitted, ("Evicted", "True", "2026-11-23T10:00:02Z")]
+    rec.observe_workload(workload("a", "small", conditions=evicted, admission=True), T0 + 1.25)
+    rec.observe_workload(workload("a", "small", conditions=evicted, admission=True), T0 + 1.5)  # no new one
+    # Evicted before its admission ever reached the runner.
+    never_seen_admitted = [("Evicted", "True", "2026-11-23T10:00:03Z")]
+    rec.observe_workload(workload("b", "small", conditions=never_seen_admitted), T0 + 3)
+    assert [(e.key, e.time, e.held_s, e.reason) for e in rec.evictions] == [
+        ("ns/a", T0 + 1.25, pytest.approx(0.25), "r"),
+        ("ns/b", T0 + 3, None, "r"),
+    ]
+
+
 def test_start_is_the_earliest_sign_of_the_object():
     rec = bench.Recorder()
     # The watch can deliver the object before the create call returns.

@@ -52,6 +52,8 @@ def replay(
     clear_s: float = 0.02,
     cycle_s: float = 0.002,
     until_s: float = 120.0,
+    write_qps: float | None = None,
+    finish_lag_s: float = 0.0,
 ) -> Replay:
     cqs = [d for d in docs if d["kind"] == "ClusterQueue"]
     flavors = [d for d in docs if d["kind"] == "ResourceFlavor"]
@@ -90,6 +92,16 @@ def replay(
     state: dict[str, str] = {}  # pending, admitted, evicting, finished
     generation: Counter[str] = Counter()
     cycle_armed = False
+    # With `write_qps`, the engine's writes (admissions and evictions) share one budget, in decision
+    # order, as the agent's client limiter does: a write lands `write_s` after its turn.
+    next_turn = 0.0
+
+    def write_lands(now: float) -> float:
+        nonlocal next_turn
+        if write_qps is None:
+            return now + write_s
+        next_turn = max(now, next_turn + 1.0 / write_qps)
+        return next_turn + write_s
 
     def cluster_queue(key: str) -> str:
         obj = objs[key]
@@ -160,11 +172,12 @@ def replay(
                     state[key] = "admitted"
                     generation[key] += 1
                     out.admitted_at.setdefault(key, now)
+                    landed = write_lands(now)
                     if runs_for[key] is not None:
-                        at(now + write_s + runs_for[key], "finish", (key, generation[key]))
+                        at(landed + runs_for[key] + finish_lag_s, "finish", (key, generation[key]))
                 elif isinstance(d, Preempt):
                     out.preemptions.append((now, d.victim_key, d.preemptor_key))
-                    at(now + write_s, "evicted", d.victim_key)
+                    at(write_lands(now), "evicted", d.victim_key)
             if result.heads == 0:
                 backoff = 0.001
                 continue  # idle until the next event wakes the loop

@@ -497,6 +497,8 @@ def run_point(workers: int, workloads: int, args: argparse.Namespace, work_dir: 
     fleet_dir = Path(f"{args.fleet_prefix}-w{workers}")
     fleet = bf.Fleet(fleet_dir, owned=True)
     up_args = () if args.full_fleet else LIGHT_FLEET_ARGS
+    if args.dispatcher:
+        up_args = (*up_args, "--dispatcher", args.dispatcher)
     work_dir.mkdir(parents=True, exist_ok=True)
     try:
         fleet.start(
@@ -549,6 +551,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--rate", type=float, default=0.0, help="submissions per second, 0 = as fast as possible (default)"
     )
+    p.add_argument(
+        "--dispatcher",
+        choices=("AllAtOnce", "Incremental"),
+        help="the manager's multiKueue.dispatcherName (default: unset, AllAtOnce): Incremental nominates "
+        "3 workers at a time instead of every worker",
+    )
     p.add_argument("--clients", type=int, default=4, help="API clients of the submitter (default 4)")
     p.add_argument("--concurrency", type=int, default=100, help="creates in flight at most (default 100)")
     p.add_argument(
@@ -596,7 +604,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def report(points: Sequence[SeriesPoint], args: argparse.Namespace) -> str:
     return (
         f"== scaling series ({'full' if args.full_fleet else 'light'} fleet, "
-        f"{'as fast as possible' if args.rate == 0 else f'{args.rate:g}/s'})\n"
+        f"{'as fast as possible' if args.rate == 0 else f'{args.rate:g}/s'}, "
+        f"{args.dispatcher or 'AllAtOnce'} dispatcher)\n"
         f"{series_table(points)}\n\ntargets:\n"
         f"{checks_text(points, args.base_workers, args.base_workloads)}"
     )
@@ -605,7 +614,10 @@ def report(points: Sequence[SeriesPoint], args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.from_json:
-        points = merge_series(load_series(Path(path))[0] for path in args.from_json)
+        loaded = [load_series(Path(path)) for path in args.from_json]
+        points = merge_series(points for points, _ in loaded)
+        dispatchers = {saved.get("dispatcher") or "AllAtOnce" for _, saved in loaded}
+        args.dispatcher = dispatchers.pop() if len(dispatchers) == 1 else "mixed"
     else:
         from kube_runtime.logging import setup_logging
 

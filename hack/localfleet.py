@@ -139,6 +139,12 @@ SAMPLE_LWS_TIMEOUT = 180.0
 ANNOTATION_WORKER_CLUSTER = "kueue-federation.dev/multikueue-cluster"
 # multiKueue.workerLostTimeout of the manager `up --manager` starts (upstream's default).
 DEFAULT_WORKER_LOST_TIMEOUT = "15m"
+# multiKueue.dispatcherName values (`up --dispatcher`); without the flag the Configuration leaves it
+# unset: MultiKueue's default, AllAtOnce.
+DISPATCHERS = {
+    "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+}
 # Upstream Kueue's feature gates that `up --upstream-kueue` turns off, and why (docs/local-fleet.md).
 UPSTREAM_KUEUE_FEATURE_GATES = {
     # Its API server reads a serving certificate from the fixed path /visibility (internalCertManagement
@@ -1107,6 +1113,8 @@ class FleetOptions:
     client_burst: int | None = None
     # multiKueue.workerLostTimeout of our manager (a Go duration); tests shorten it.
     worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
+    # multiKueue.dispatcherName of the manager (ours or upstream's); None: not set (AllAtOnce).
+    dispatcher: str | None = None
     # Clusters that run upstream Kueue instead of our worker_agent (and, for the manager, our manager).
     upstream_kueue: tuple[str, ...] = ()
     # Top-level fields merged over the config.kueue.x-k8s.io/v1beta2 Configuration upstream Kueue gets
@@ -1178,6 +1186,7 @@ class FleetUp:
             "agents": self.opts.agents,
             "manager": self.opts.manager,
             "workerLostTimeout": self.opts.worker_lost_timeout,
+            "dispatcher": self.opts.dispatcher,
             "upstreamKueue": list(self.opts.upstream_kueue),
             "sharedEtcd": self.opts.shared_etcd,
             "lightWorkers": self.opts.light_workers,
@@ -1781,6 +1790,7 @@ class FleetUp:
                 "gcInterval": "1m",
                 "origin": MULTIKUEUE_ORIGIN,
                 "workerLostTimeout": self.opts.worker_lost_timeout,
+                **self.dispatcher_setting(),
             },
             **self.client_connection(),
             **self.opts.upstream_kueue_config,
@@ -1896,10 +1906,14 @@ class FleetUp:
                 "gcInterval": "1m",
                 "origin": MULTIKUEUE_ORIGIN,
                 "workerLostTimeout": self.opts.worker_lost_timeout,
+                **self.dispatcher_setting(),
             },
             "integrations": {"frameworks": AGENT_FRAMEWORKS},
             **self.client_connection(),
         }
+
+    def dispatcher_setting(self) -> dict:
+        return {"dispatcherName": DISPATCHERS[self.opts.dispatcher]} if self.opts.dispatcher else {}
 
     def start_manager(self) -> None:
         """One `python -m manager` on the manager cluster. It creates no MultiKueue objects:
@@ -2574,6 +2588,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         client_qps=args.client_qps,
         client_burst=args.client_burst,
         worker_lost_timeout=args.worker_lost_timeout,
+        dispatcher=args.dispatcher,
         upstream_kueue=upstream,
         upstream_kueue_config=upstream_kueue_config(args.upstream_kueue_config, upstream),
         shared_etcd=args.shared_etcd,
@@ -2818,6 +2833,11 @@ def main(argv: list[str] | None = None) -> int:
         type=go_duration,
         default=DEFAULT_WORKER_LOST_TIMEOUT,
         help="multiKueue.workerLostTimeout of our manager, a Go duration (default: upstream's 15m)",
+    )
+    u.add_argument(
+        "--dispatcher",
+        choices=sorted(DISPATCHERS),
+        help="multiKueue.dispatcherName of the manager (default: unset, MultiKueue's AllAtOnce)",
     )
     u.add_argument(
         "--no-sample",

@@ -182,6 +182,10 @@ def test_manager_config_is_accepted_by_the_configuration_loader(tmp_path):
     up.opts = localfleet.FleetOptions(run_dir=tmp_path, client_qps=200.0, client_burst=400)
     path.write_text(yaml.safe_dump(up.manager_config(plan)))
     assert (load_config(path).qps, load_config(path).burst) == (200, 400)
+    assert load_config(path).multikueue.dispatcher_name == "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path, dispatcher="Incremental")
+    path.write_text(yaml.safe_dump(up.manager_config(plan)))
+    assert load_config(path).multikueue.dispatcher_name == "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,7 @@ MULTIKUEUE_INCREMENTAL_DISPATCHER_CONFIG = "MultiKueueIncrementalDispatcherConfi
 MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER = "MultiKueueIncrementalDispatcherRespectConfigOrder"
 SCHEDULING_EQUIVALENCE_HASHING = "SchedulingEquivalenceHashing"
 LWS_IMMUTABLE_GROUP_SIZE = "LWSImmutableGroupSize"
+SCHEDULER_LONG_REQUEUE_INTERVAL = "SchedulerLongRequeueInterval"
 
 _AGENT = "worker_agent"
 _MANAGER = "manager"
@@ -167,7 +168,13 @@ GATES: dict[str, Gate] = {
         Gate("RejectUpdatesToCQWithInvalidOnFlavors", False, ALPHA, behaviour=ABSENT),
         Gate("RemoveFinalizersWithStrictPatch", True, BETA),
         Gate("SchedulerLibraryIntegration", False, ALPHA, behaviour=ABSENT),
-        Gate("SchedulerLongRequeueInterval", False, ALPHA, behaviour=ABSENT),
+        Gate(
+            SCHEDULER_LONG_REQUEUE_INTERVAL,
+            False,
+            ALPHA,
+            honoured=f"{_AGENT}: scheduler",
+            effect="parked Workloads retried 10 s after a change instead of 1 s",
+        ),
         Gate("SchedulerTimestampPreemptionBuffer", False, ALPHA, behaviour=ABSENT),
         Gate(
             SCHEDULING_EQUIVALENCE_HASHING,

@@ -22,6 +22,8 @@ from admission_kit import (
 )
 
 from kube_runtime import api
+from kube_runtime.client import KubeClient
+from worker_agent import admission
 
 pytestmark = pytest.mark.realcluster
 
@@ -65,6 +67,40 @@ async def test_preemption_within_cluster_queue(kube, cluster):
         assert low["status"]["schedulingStats"]["evictions"] == [
             {"reason": "Preempted", "underlyingCause": "", "count": 1}
         ]
+
+
+async def test_an_eviction_waits_behind_the_admissions_decided_before_it(kube, fleet, cluster, monkeypatch):
+    """Admission and eviction writes reach the client limiter in decision order, as Kueue's do: a
+    victim that finishes while its eviction waits behind earlier admissions is not evicted."""
+    monkeypatch.setattr(admission, "DECISION_WRITE_SLOTS", 1)
+    ns = cluster.namespace
+    rf, small, busy = unique("rf"), unique("small"), unique("busy")
+    await cluster.create(resource_flavor(rf))
+    preemption = {"withinClusterQueue": "LowerPriority"}
+    await cluster.create(cluster_queue(small, {rf: {"cpu": "1"}}, preemption=preemption))
+    await cluster.create(cluster_queue(busy, {rf: {"cpu": "20"}}))
+    await cluster.create(local_queue(ns, "small", small))
+    await cluster.create(local_queue(ns, "busy", busy))
+    # Two Workload writes per second: eight admissions queue for about four seconds.
+    async with (
+        await KubeClient.from_kubeconfig_file(fleet.kubeconfig("manager"), qps=2, burst=1) as slow,
+        running_agent(slow, gates=GRANULAR_REASONS),
+    ):
+        await cluster.create(workload(ns, "victim", "small", {"cpu": "1"}, priority=10))
+        await eventually(lambda: cluster.admitted("victim"))
+        await asyncio.sleep(1.5)  # the budget refills
+        for i in range(8):
+            await cluster.create(workload(ns, f"busy-{i}", "busy", {"cpu": "1"}))
+        await cluster.create(workload(ns, "high", "small", {"cpu": "1"}, priority=100))
+        # The eviction is decided now, behind most of those admissions; the victim completes first.
+        await asyncio.sleep(1.5)
+        await cluster.finish("victim")
+        await eventually(lambda: cluster.admitted("high"), timeout=30)
+        for i in range(8):
+            assert await cluster.admitted(f"busy-{i}")
+        victim = await cluster.wl("victim")
+        assert condition_is(victim, api.WORKLOAD_FINISHED)
+        assert not condition_is(victim, api.WORKLOAD_EVICTED), condition(victim, api.WORKLOAD_EVICTED)
 
 
 async def test_admission_checks_gate_admitted(kube, cluster):

@@ -5,6 +5,7 @@ from .fairsharing import Share, dominant_resource_share
 from .flavorassigner import Assignment, FlavorAssigner, Mode, PreemptionMode, assign_flavors
 from .ordering import (
     REQUEUE_BATCH_SECONDS,
+    REQUEUE_LONG_BATCH_SECONDS,
     ClusterQueuePending,
     QueueManager,
     RequeueBatcher,
@@ -37,6 +38,7 @@ from .snapshot import (
 
 __all__ = [
     "REQUEUE_BATCH_SECONDS",
+    "REQUEUE_LONG_BATCH_SECONDS",
     "Admission",
     "Admit",
     "Assignment",

@@ -18,6 +18,8 @@ from .snapshot import Snapshot, WorkloadInfo
 # Kueue's inadmissible requeuer (pkg/cache/queue/inadmissible_workloads.go, requeueBatchPeriod):
 # a flush request is delivered this long after the first request of its scope.
 REQUEUE_BATCH_SECONDS = 1.0
+# requeueLongBatchPeriod, with the SchedulerLongRequeueInterval gate on.
+REQUEUE_LONG_BATCH_SECONDS = 10.0
 
 
 def queue_order_key(wl: WorkloadInfo) -> tuple:

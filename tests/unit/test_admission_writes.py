@@ -1,0 +1,70 @@
+"""worker_agent/admission.py without an apiserver: the status writes when it cannot be reached
+(the scheduling loop waits for its pending-condition writes, so a connection error must come back
+as a failed write, retried in the background, not as an exception that stops the loop), and the
+requeue interval a feature gate sets."""
+
+from __future__ import annotations
+
+import pytest
+
+from kube_runtime import features
+from kube_runtime.client import KubeClient
+from kube_runtime.ratelimit import HIGH
+from worker_agent.admission import AdmissionState
+from worker_agent.config import parse_config
+from worker_agent.engine.scheduler import CycleResult, Requeue
+
+UNREACHABLE = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "current-context": "c",
+    # Port 1 on loopback: the connection is refused at once.
+    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+    "users": [{"name": "u", "user": {"token": "t"}}],
+    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+}
+
+WORKLOAD = {
+    "apiVersion": "kueue.x-k8s.io/v1beta1",
+    "kind": "Workload",
+    "metadata": {"name": "wl", "namespace": "ns", "uid": "u-1", "resourceVersion": "7"},
+    "spec": {"queueName": "main", "podSets": []},
+    "status": {},
+}
+
+
+@pytest.fixture
+async def state():
+    kube = await KubeClient.from_kubeconfig_dict(UNREACHABLE, request_timeout=5, connect_timeout=2)
+    state = AdmissionState(kube, parse_config({}))
+    state._newest = lambda key: WORKLOAD if key == "ns/wl" else None  # the informer's copy
+    yield state
+    await kube.close()
+
+
+async def test_a_pending_write_to_an_unreachable_apiserver_fails_without_raising(state):
+    decision = Requeue("ns/wl", "Pending", "couldn't assign flavors")
+    assert await state._write_pending(decision, HIGH) is False
+    assert "ns/wl" not in state._pending_written
+
+
+async def test_the_cycle_hands_a_failed_pending_write_to_the_background_retry(state):
+    decision = Requeue("ns/wl", "Pending", "couldn't assign flavors")
+    result = CycleResult(heads=1)
+    result.decisions.append(decision)
+    await state.write_pending_conditions(result)  # does not raise
+    assert state._pending_latest["ns/wl"] == decision
+    assert "ns/wl" in state._pending_writers
+    for task in list(state._tasks):
+        task.cancel()
+
+
+async def test_scheduler_long_requeue_interval_retries_parked_workloads_after_10_s():
+    """Upstream's requeueLongBatchPeriod: with the gate, parked Workloads wait 10 s, not 1 s."""
+    kube = await KubeClient.from_kubeconfig_dict(UNREACHABLE)
+    periods = [
+        AdmissionState(kube, parse_config({"featureGates": gates})).requeuer.period
+        for gates in ({}, {features.SCHEDULER_LONG_REQUEUE_INTERVAL: True})
+    ]
+    await kube.close()
+    assert periods == [1.0, 10.0]

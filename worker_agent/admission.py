@@ -688,7 +688,11 @@ class AdmissionState:
                 await self.wake.wait()
                 backoff = CYCLE_BACKOFF_INITIAL
                 continue
-            self.apply_decisions(result)
+            evictions = self.apply_decisions(result)
+            # As Kueue's scheduler issues its preemptions inside the cycle and waits for them,
+            # the next cycle starts only when this one's evictions are written.
+            if evictions:
+                await asyncio.wait(evictions)
             await self.write_pending_conditions(result)
             if result.progressed():
                 backoff = CYCLE_BACKOFF_INITIAL
@@ -727,7 +731,13 @@ class AdmissionState:
             self.metrics.scheduling_cycle(result.heads, cpu)
         return result
 
-    def apply_decisions(self, result: CycleResult) -> None:
+    def apply_decisions(self, result: CycleResult) -> list[asyncio.Task[None]]:
+        """Start the cycle's admission and eviction writes; return the eviction writes' tasks.
+
+        Admissions are written in the background, as Kueue's are (its admission routine). Kueue's
+        cycle waits for its evictions (IssuePreemptions) and then for its pending conditions; the
+        caller does both before it starts the next cycle."""
+        evictions: list[asyncio.Task[None]] = []
         for decision in result.decisions:
             if isinstance(decision, Admit):
                 self.assumed.add(decision.workload_key)
@@ -735,8 +745,9 @@ class AdmissionState:
                     self._admitting.add(decision.workload_key)
                 self._spawn(self._write_admission(decision))
             elif isinstance(decision, Preempt):
-                self._spawn(self._write_preemption(decision))
+                evictions.append(self._spawn(self._write_preemption(decision)))
             # Requeue decisions: written by write_pending_conditions, before the next cycle.
+        return evictions
 
     async def write_pending_conditions(self, result: CycleResult) -> None:
         """The cycle's pending conditions, written before the next cycle starts, one after the other,
@@ -830,10 +841,11 @@ class AdmissionState:
             return cached
         return applied if newer else cached
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _write_admission(self, decision: Admit) -> None:
         key = decision.workload_key

@@ -1,9 +1,13 @@
 """worker_agent/admission.py without an apiserver: the status writes when it cannot be reached
 (the scheduling loop waits for its pending-condition writes, so a connection error must come back
-as a failed write, retried in the background, not as an exception that stops the loop), and the
-requeue interval a feature gate sets."""
+as a failed write, retried in the background, not as an exception that stops the loop), the
+scheduling loop's pace (a cycle's evictions are written before the next cycle, as Kueue's are), and
+the requeue interval a feature gate sets."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
 
 import pytest
 
@@ -12,7 +16,7 @@ from kube_runtime.client import KubeClient
 from kube_runtime.ratelimit import HIGH
 from worker_agent.admission import AdmissionState
 from worker_agent.config import parse_config
-from worker_agent.engine.scheduler import CycleResult, Requeue
+from worker_agent.engine.scheduler import CycleResult, Preempt, Requeue
 
 UNREACHABLE = {
     "apiVersion": "v1",
@@ -68,3 +72,40 @@ async def test_scheduler_long_requeue_interval_retries_parked_workloads_after_10
     ]
     await kube.close()
     assert periods == [1.0, 10.0]
+
+
+async def test_the_next_cycle_starts_only_when_the_evictions_of_this_one_are_written(state):
+    """Kueue issues a cycle's preemptions inside the cycle (IssuePreemptions) and waits for them."""
+    cycles = 0
+
+    def schedule_once():
+        nonlocal cycles
+        cycles += 1
+        result = CycleResult(heads=1)
+        if cycles == 1:
+            result.decisions.append(Preempt("ns/victim", "InClusterQueue", "preempted", "ns/wl"))
+        return result
+
+    written = asyncio.Event()
+    release = asyncio.Event()
+
+    async def write_preemption(decision):
+        await release.wait()
+        written.set()
+
+    state.schedule_once = schedule_once
+    state._write_preemption = write_preemption
+    loop = asyncio.get_running_loop().create_task(state.run_scheduler())
+    try:
+        await asyncio.sleep(0.3)
+        assert cycles == 1, "a cycle started while the eviction of the one before was still being written"
+        release.set()
+        for _ in range(50):
+            if cycles > 1:
+                break
+            await asyncio.sleep(0.02)
+        assert written.is_set() and cycles > 1
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop

@@ -1,12 +1,17 @@
 """Bad input to MultiKueue (issue 12): broken or unsafe worker kubeconfigs, credentials a worker
 rejects, a MultiKueueConfig naming missing clusters, a worker without our Workload CRD (or with
-one of another version), an LWS no worker can fit. Each gets its documented condition or message
+one of another version), a worker without Kueue at all or with no Kueue version the manager
+speaks, an LWS no worker can fit. Each gets its documented condition or message
 while a healthy worker in the same test keeps admitting (docs/reliability.md, "Bad input")."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -253,6 +258,65 @@ async def test_a_worker_without_our_workload_crd_is_inactive_until_it_is_back(fl
             await _restore_crd(worker2, crd)
         # Back: connected again after the reconnect backoff (5 s, 10 s, ...).
         await eventually(cluster_state_is(env, nocrd, ("True", "Active", "Connected")), timeout=60)
+
+
+LOCALFLEET = Path(__file__).resolve().parents[2] / "hack" / "localfleet.py"
+
+
+async def _localfleet(run_dir: Path, *args: str) -> None:
+    cmd = [sys.executable, str(LOCALFLEET), "--dir", str(run_dir), *args]
+    res = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, f"{' '.join(cmd[1:])} failed: {res.stderr[-2000:]}"
+
+
+async def test_a_worker_without_kueue_or_with_no_version_we_speak_is_named(fleet, kube, namespace):
+    """A cluster of its own (one kube-apiserver; the shared workers keep their CRDs) first serves no
+    kueue.x-k8s.io group at all, then only a v1alpha1 Workload: each time its MultiKueueCluster says
+    which, while worker1 admits throughout."""
+    run_dir = Path(f"/dev/shm/kf-bare-{uuid.uuid4().hex[:8]}")  # localfleet creates it
+    try:
+        await _localfleet(run_dir, "up", "--workers", "0", "--no-smoke")
+        admin = await asyncio.to_thread((run_dir / "manager" / "admin.kubeconfig").read_text)
+        async with (
+            await KubeClient.from_kubeconfig_file(run_dir / "manager" / "admin.kubeconfig") as bare,
+            multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env,
+        ):
+            (good,) = env.clusters
+            crds, _ = await bare.list(api.CUSTOM_RESOURCE_DEFINITION)
+            kueue_crds = [c for c in crds if c["spec"]["group"] == api.GROUP]
+            workload_crd = next(c for c in kueue_crds if c["spec"]["names"]["plural"] == api.WORKLOAD.plural)
+            for crd in kueue_crds:
+                await _delete_crd(bare, crd["metadata"]["name"])
+
+            name = f"{env.prefix}-bare"
+            await env.put_secret(f"{name}-secret", admin)
+            await env.add_cluster(name)
+            await use_clusters(env, [good, name])
+
+            async def inactive_with(text):
+                state = await env.cluster_active(name)
+                return state if state and state[1] == "ClientConnectionFailed" and text in state[2] else None
+
+            no_group = f"the worker does not serve {api.GROUP}: install Kueue's CRDs there"
+            await eventually(lambda: inactive_with(no_group), timeout=40)
+            assert await admitted_on_a_worker(env, "healthy") == good
+
+            # Only a version this manager does not speak: the served and the spoken versions, named.
+            await bare.create(api.CUSTOM_RESOURCE_DEFINITION, _alpha_workload_crd(workload_crd))
+            other = (
+                f"the worker serves {api.GROUP} versions [v1alpha1], none of which this manager speaks "
+                "([v1beta1 v1beta2])"
+            )
+            state = await eventually(lambda: inactive_with(other), timeout=60)
+            assert state[0] == "False", state
+
+            async def check_names_it_inactive():
+                active = await env.check_active()
+                return active if active and f"Inactive clusters: [{name}]" in active[2] else None
+
+            await eventually(check_names_it_inactive, timeout=30)
+    finally:
+        await _localfleet(run_dir, "down")
 
 
 def _versions(crd: dict) -> list[str]:

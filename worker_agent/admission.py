@@ -754,11 +754,10 @@ class AdmissionState:
         in the Workload writes' FIFO lane: Kueue's scheduler writes them inside its cycle
         (requeueAndUpdate), so its pace follows what the apiserver takes. A scheduler that cycles
         without waiting fills every free slot with the small Workloads that come first while the
-        apiserver is still busy, and the larger ones that come next preempt them: on the scheduler
-        baseline it evicted 264-1,331 Workloads per run, and 12-145 with this wait, where Kueue
-        evicts 9-23 (docs/benchmarks.md). Only changed conditions are written; a new message under the reason
-        written last waits for the message interval in the background, coalesced, as does the
-        retry of a failed write."""
+        apiserver is still busy, and the larger ones that come next preempt them (measured in
+        docs/benchmarks.md, "Latest"). Only changed conditions are written; a new message under the
+        reason written last waits for the message interval in the background, coalesced, as does
+        the retry of a failed write."""
         for decision in result.decisions:
             if not isinstance(decision, Requeue):
                 continue
@@ -767,10 +766,9 @@ class AdmissionState:
             if self._already_written(decision):
                 continue
             if key in self._pending_writers or self._pending_message_wait(decision) > 0:
-                self._queue_pending_write(decision)
-                continue
-            if not await self._write_pending(decision, HIGH):
-                self._queue_pending_write(decision)
+                self._defer_pending_write(decision)
+            elif not await self._write_pending(decision, HIGH):
+                self._queue_pending_write(decision)  # checked again: a deferred write may have landed
 
     def _legacy_reason(self, decision: Requeue) -> Requeue:
         legacy = wlstatus.unadmitted_reason(self.config.features, decision.reason, api.REASON_PENDING)
@@ -785,9 +783,12 @@ class AdmissionState:
 
     def _queue_pending_write(self, decision: Requeue) -> None:
         decision = self._legacy_reason(decision)
+        if not self._already_written(decision):
+            self._defer_pending_write(decision)
+
+    def _defer_pending_write(self, decision: Requeue) -> None:
+        """Hand a decision (reason already mapped, not yet written) to the background writer."""
         key = decision.workload_key
-        if self._already_written(decision):
-            return
         self._pending_latest[key] = decision
         if key not in self._pending_writers:
             self._pending_writers.add(key)

@@ -278,7 +278,7 @@ async def test_a_worker_without_kueue_or_with_no_version_we_speak_is_named(fleet
         await _localfleet(run_dir, "up", "--workers", "0", "--no-smoke")
         admin = await asyncio.to_thread((run_dir / "manager" / "admin.kubeconfig").read_text)
         async with (
-            await KubeClient.from_kubeconfig_file(run_dir / "manager" / "admin.kubeconfig") as bare,
+            await KubeClient.from_kubeconfig_dict(yaml.safe_load(admin)) as bare,
             multikueue(fleet, kube, namespace, worker_cpu={"worker1": "4"}) as env,
         ):
             (good,) = env.clusters

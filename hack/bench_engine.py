@@ -419,6 +419,7 @@ class WorkloadRecord:
     evicted: bool = False
     finished: bool = False
     cpu_milli: int = 0  # what the workload asks for (all pods)
+    updates: int = 0  # watch events seen for it (every write anyone made to it)
     held_s: float = 0.0  # time seen admitted and not finished, summed over admissions
     holding_since: float | None = None
 
@@ -495,9 +496,13 @@ class Recorder:
         self.evictions: list[EvictionRecord] = []
         self.cluster_queues: dict[str, CQRecord] = {}
         self.cq_events = 0
+        # (time, key, what): created, admitted, evicted, released (quota gone, not finished), finished
+        self.timeline: list[tuple[float, str, str]] = []
 
     def created(self, key: str, cls: str, now: float, obj: Obj | None = None) -> None:
         rec = self._workload(key, cls, now)
+        if rec.created_obs is None:
+            self.timeline.append((now, key, "created"))
         rec.created_obs = now if rec.created_obs is None else min(rec.created_obs, now)
         if obj is not None and rec.created_api is None:
             rec.created_api = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
@@ -518,9 +523,13 @@ class Recorder:
         admitted = admitted_cond is not None and admitted_cond.get("status") == "True"
         evicted = condition_true(obj, "Evicted")
         finished = condition_true(obj, "Finished")
+        rec.updates += 1
         if admitted and not rec.admitted:
             rec.admitted_obs = now
             rec.admissions += 1
+            self.timeline.append((now, key, "admitted"))
+        elif rec.admitted and not admitted and not finished:
+            self.timeline.append((now, key, "released"))
         if admitted and admitted_cond is not None:
             rec.admitted_api = parse_time(admitted_cond.get("lastTransitionTime"))
         if evicted and not rec.evicted:
@@ -530,8 +539,10 @@ class Recorder:
             self.evictions.append(
                 EvictionRecord(now, key, rec.cls, cond.get("reason", ""), held, cond.get("message", ""))
             )
+            self.timeline.append((now, key, "evicted"))
         if finished and not rec.finished:
             rec.finished_obs = now
+            self.timeline.append((now, key, "finished"))
         holding = admitted and not finished
         if holding and rec.holding_since is None:
             rec.holding_since = now
@@ -683,6 +694,9 @@ class RunResult:
     scheduling_decisions: float | None = None
     engine_cpu_per_decision_ms: float | None = None  # from the agent's own counters, if exposed
     harness_cpu_s: float | None = None
+    # Write requests the apiserver served during the run, all clients (engine, runner, generator),
+    # by `<verb> <resource>[/<subresource>]`, from its apiserver_request_total.
+    api_writes: dict[str, int] = field(default_factory=dict)
     # 1-minute load average of the machine when the engine started and at the end (others' work shows here).
     load_avg_start: float | None = None
     load_avg_end: float | None = None
@@ -834,6 +848,11 @@ def _rows(result: RunResult) -> list[tuple[str, str]]:
         ("engine process CPU per admission", _fmt(result.process_cpu_per_admission_ms, "ms", 2)),
         ("engine CPU per scheduling decision", _fmt(result.engine_cpu_per_decision_ms, "ms", 3)),
         ("harness (generator + runner) CPU", _fmt(result.harness_cpu_s, "s")),
+        *(
+            (f"apiserver writes, {key} (all clients)", f"{n:,}")
+            for key, n in sorted(result.api_writes.items())
+            if key.split(" ", 1)[1].startswith(("workloads", "clusterqueues", "localqueues", "events"))
+        ),
         (
             "machine load average (1 min), start / end",
             f"{_fmt(result.load_avg_start, digits=2)} / {_fmt(result.load_avg_end, digits=2)} "
@@ -975,6 +994,47 @@ def parse_prometheus_counters(text: str, names: Iterable[str]) -> dict[str, floa
         except ValueError:
             continue
     return out
+
+
+WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")
+
+
+def api_write_counts(text: str) -> dict[str, int]:
+    """`apiserver_request_total` write samples summed by `<verb> <resource>[/<subresource>]`."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line[len("apiserver_request_total{") :].rpartition("} ")
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', labels_text))
+        if labels.get("verb") not in WRITE_VERBS:
+            continue
+        key = f"{labels['verb']} {labels.get('resource', '')}"
+        if labels.get("subresource"):
+            key += f"/{labels['subresource']}"
+        try:
+            out[key] = out.get(key, 0) + int(float(value))
+        except ValueError:
+            continue
+    return out
+
+
+def apiserver_writes(kubeconfig: Path, save_to: Path) -> dict[str, int]:
+    """The apiserver's write counters at the end of a run (kept whole in `save_to`); {} on failure."""
+    kubectl = load_localfleet().Binaries(load_localfleet().read_versions()).path("kubectl")
+    res = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(kubeconfig), "get", "--raw", "/metrics"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+    )
+    if res.returncode != 0:
+        say(f"could not read the apiserver's /metrics: {res.stderr.strip()}")
+        return {}
+    with contextlib.suppress(OSError):
+        save_to.write_text(res.stdout)
+    return api_write_counts(res.stdout)
 
 
 def read_peak_rss_mib(pid: int) -> float | None:
@@ -1500,6 +1560,11 @@ class BenchRun:
         wall: float | None = None
         end_time: float | None = None
         gen_task: asyncio.Task[None] | None = None
+        # Upstream's runner is Go; ours paces Python's collector as our processes do, so that the
+        # runner does not stop for a full collection and then report a pile of Finished at once.
+        from kube_runtime.gcpacer import GcPacer
+
+        pacer = asyncio.create_task(GcPacer().run(), name="gc-pacer")
         try:
             result.load_avg_start = os.getloadavg()[0]
             self.engine.start()
@@ -1538,6 +1603,9 @@ class BenchRun:
             result.error = str(e)
             say(f"run failed: {e}")
         finally:
+            pacer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pacer
             if gen_task is not None and not gen_task.done():
                 gen_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -1569,6 +1637,15 @@ class BenchRun:
                 held = "" if e.held_s is None else f"{e.held_s:.3f}"
                 w.writerow([f"{e.time - start:.3f}", e.key, e.cls, e.reason, held, e.message])
 
+    def write_timeline_csv(self, path: Path, start: float) -> None:
+        """Every Workload transition the runner saw, in order: created, admitted, evicted, released
+        (quota gone without finishing), finished; times in s after the engine started."""
+        with path.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["s after start", "key", "event"])
+            for t, key, what in self.recorder.timeline:
+                w.writerow([f"{t - start:.3f}", key, what])
+
     def write_workload_csv(self, path: Path) -> None:
         with path.open("w", newline="") as f:
             w = csv.writer(f)
@@ -1580,6 +1657,7 @@ class BenchRun:
                     "ms to admitted (API)",
                     "ms to finished",
                     "evictions",
+                    "watch events",
                 ]
             )
             for r in self.recorder.workloads.values():
@@ -1596,6 +1674,7 @@ class BenchRun:
                         api_ms,
                         "" if r.finished_obs is None else round((r.finished_obs - r.start_obs) * 1000),
                         r.evictions,
+                        r.updates,
                     ]
                 )
 
@@ -1723,6 +1802,9 @@ def run_one(
             with contextlib.suppress(OSError):
                 bench.write_workload_csv(work_dir / f"workloads-{engine}.csv")
                 bench.write_eviction_csv(work_dir / f"evictions-{engine}.csv", proc.started_at)
+                bench.write_timeline_csv(work_dir / f"timeline-{engine}.csv", proc.started_at)
+            metrics_file = work_dir / f"apiserver-{engine}.metrics.txt"
+            result.api_writes = apiserver_writes(cluster.kubeconfig, metrics_file)
         return result
     finally:
         cluster.down()

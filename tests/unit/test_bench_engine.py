@@ -265,6 +265,49 @@ def test_each_eviction_is_logged_with_how_long_the_runner_saw_the_victim_admitte
     ]
 
 
+def test_the_timeline_has_every_transition_in_order():
+    rec = bench.Recorder()
+    rec.created("ns/a", "medium", T0)
+    admitted = [("Admitted", "True", "2026-11-23T10:00:01Z")]
+    rec.observe_workload(workload("a", "medium", conditions=admitted, admission=True), T0 + 1)
+    rec.observe_workload(workload("a", "medium", conditions=admitted, admission=True), T0 + 1.1)  # no change
+    evicted = [*admitted, ("Evicted", "True", "2026-11-23T10:00:02Z")]
+    rec.observe_workload(workload("a", "medium", conditions=evicted, admission=True), T0 + 2)
+    cleared = [("Admitted", "False", "2026-11-23T10:00:02Z"), ("Evicted", "True", "2026-11-23T10:00:02Z")]
+    rec.observe_workload(workload("a", "medium", conditions=cleared), T0 + 2.5)
+    readmitted = [("Admitted", "True", "2026-11-23T10:00:03Z")]
+    rec.observe_workload(workload("a", "medium", conditions=readmitted, admission=True), T0 + 3)
+    done = [*readmitted, ("Finished", "True", "2026-11-23T10:00:04Z")]
+    rec.observe_workload(workload("a", "medium", conditions=done, admission=True), T0 + 4)
+    assert [(t - T0, what) for t, _, what in rec.timeline] == [
+        (0, "created"),
+        (1, "admitted"),
+        (2, "evicted"),
+        (2.5, "released"),
+        (3, "admitted"),
+        (4, "finished"),
+    ]
+    assert rec.workloads["ns/a"].updates == 6
+
+
+def test_apiserver_write_counts_are_summed_by_verb_and_resource():
+    text = "\n".join(
+        [
+            "# HELP apiserver_request_total Counter of apiserver requests",
+            'apiserver_request_total{code="200",group="kueue.x-k8s.io",resource="workloads",'
+            'subresource="status",verb="APPLY",version="v1beta2"} 30',
+            'apiserver_request_total{code="409",group="kueue.x-k8s.io",resource="workloads",'
+            'subresource="status",verb="APPLY",version="v1beta2"} 2',
+            'apiserver_request_total{code="201",group="kueue.x-k8s.io",resource="workloads",'
+            'subresource="",verb="POST",version="v1beta2"} 15',
+            'apiserver_request_total{code="200",group="kueue.x-k8s.io",resource="workloads",'
+            'subresource="",verb="LIST",version="v1beta2"} 4',
+            'apiserver_request_duration_seconds_count{resource="workloads",verb="POST"} 15',
+        ]
+    )
+    assert bench.api_write_counts(text) == {"APPLY workloads/status": 32, "POST workloads": 15}
+
+
 def test_start_is_the_earliest_sign_of_the_object():
     rec = bench.Recorder()
     # The watch can deliver the object before the create call returns.

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import contextlib
 import signal
 from collections.abc import Awaitable, Callable
 
 import structlog
 
 from kube_runtime.client import KubeClient
+from kube_runtime.gcpacer import GcPacer
 
 log = structlog.get_logger(__name__)
 
@@ -51,11 +53,13 @@ async def load_clients(
 async def run_until_signalled(
     run: Callable[[], Awaitable[None]], clients: list[KubeClient], exit_one: type[BaseException]
 ) -> int:
-    """Await `run()` until SIGINT/SIGTERM (exit 0) or `exit_one` (exit 1); the clients are closed."""
+    """Await `run()` until SIGINT/SIGTERM (exit 0) or `exit_one` (exit 1); the clients are closed.
+    The garbage collector is paced meanwhile (kube_runtime/gcpacer.py)."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: task.cancel() if task else None)
+    pacer = asyncio.create_task(GcPacer().run(), name="gc-pacer")
     try:
         await run()
     except asyncio.CancelledError:
@@ -64,6 +68,9 @@ async def run_until_signalled(
     except exit_one:
         return 1
     finally:
+        pacer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pacer
         for client in clients:
             await client.close()
     return 0

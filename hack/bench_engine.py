@@ -1225,6 +1225,7 @@ def agent_engine(
     qps: float = 50,
     burst: int = 100,
     extra_config: dict[str, Any] | None = None,
+    decision_log: Path | None = None,
 ) -> tuple[EngineProcess, int]:
     if not (REPO / "worker_agent" / "__main__.py").is_file():
         raise BenchError("worker_agent/__main__.py does not exist yet: the agent's entry point is needed")
@@ -1248,6 +1249,8 @@ def agent_engine(
         "--health-probe-bind-address",
         f"127.0.0.1:{health_port}",
     ]
+    if decision_log is not None:
+        cmd += ["--decision-log", str(decision_log)]
     return EngineProcess("worker_agent", cmd, work_dir / "worker_agent.log"), metrics_port
 
 
@@ -1776,7 +1779,13 @@ def run_one(
             proc = minimalkueue_engine(work_dir, cluster.kubeconfig, binary)
             shape, metrics_reader = UPSTREAM, None
         else:
-            proc, metrics_port = agent_engine(work_dir, cluster.kubeconfig, args.agent_qps, args.agent_burst)
+            proc, metrics_port = agent_engine(
+                work_dir,
+                cluster.kubeconfig,
+                args.agent_qps,
+                args.agent_burst,
+                decision_log=work_dir / "decisions-ours.jsonl" if args.decision_log else None,
+            )
             shape = OURS
 
             def metrics_reader() -> dict[str, float]:
@@ -1842,6 +1851,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--agent-burst", type=int, default=100, help="our agent's clientConnection.burst (default 100)"
+    )
+    p.add_argument(
+        "--decision-log",
+        action="store_true",
+        help="our agent writes every scheduling cycle's decisions to decisions-ours.jsonl in the work dir",
     )
     p.add_argument("--runner-qps", type=float, default=1000)
     p.add_argument("--runner-burst", type=int, default=2000)

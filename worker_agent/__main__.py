@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve only the webhooks (CRD conversion at /convert, admission without cache lookups); "
         "run no controllers",
     )
+    parser.add_argument(
+        "--decision-log",
+        metavar="PATH",
+        help="append one JSON line per scheduling cycle (heads admitted, preempted and left pending, "
+        "with reasons and messages) and per retry of parked workloads; docs/admission.md",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     return parser
@@ -58,15 +64,27 @@ async def amain(args: argparse.Namespace) -> int:
     except Exception as exc:
         print(f"worker_agent: cannot load cluster credentials: {exc}", file=sys.stderr)
         return 2
+    decision_log = None
+    if args.decision_log:
+        try:  # opened once at start-up, before any controller runs; closed below
+            decision_log = open(args.decision_log, "a", buffering=1 << 16)  # noqa: ASYNC230
+        except OSError as exc:
+            print(f"worker_agent: cannot open --decision-log {args.decision_log}: {exc}", file=sys.stderr)
+            return 2
     agent = Agent(
         kube,
         config,
         metrics_bind_address=args.metrics_bind_address,
         health_bind_address=args.health_probe_bind_address,
         events_kube=events_kube,
+        decision_log=decision_log,
     )
     run = agent.serve_webhooks_only if args.webhooks_only else agent.run
-    return await run_until_signalled(run, [kube, events_kube], LeadershipLost)
+    try:
+        return await run_until_signalled(run, [kube, events_kube], LeadershipLost)
+    finally:
+        if decision_log is not None:
+            decision_log.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,8 +13,9 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TextIO
 
+import orjson
 import structlog
 
 from kube_runtime import api, features
@@ -172,9 +173,12 @@ class AdmissionState:
         clock: Clock | None = None,
         metrics: Any = None,
         recorder: EventRecorder | None = None,
+        decision_log: TextIO | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
+        # `--decision-log`: one JSON line per scheduling cycle and per inadmissible flush.
+        self.decision_log = decision_log
         self.clock = clock or Clock()
         self.metrics = metrics
         self.recorder = recorder
@@ -597,6 +601,8 @@ class AdmissionState:
         scope: set[str] = set()
         for name in names:
             scope |= self.cohort_tree_members(name)
+        if self.decision_log is not None:
+            self._write_decision_log({"t": round(self.clock.now().timestamp(), 3), "flush": sorted(scope)})
         now = self.clock.now().timestamp()
 
         def namespace_matches(info: WorkloadInfo) -> bool:
@@ -688,6 +694,8 @@ class AdmissionState:
                 await self.wake.wait()
                 backoff = CYCLE_BACKOFF_INITIAL
                 continue
+            if self.decision_log is not None:
+                self._log_cycle(result)
             evictions = self.apply_decisions(result)
             # As Kueue's scheduler issues its preemptions inside the cycle and waits for them,
             # the next cycle starts only when this one's evictions are written.
@@ -701,6 +709,25 @@ class AdmissionState:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), backoff)
             backoff = min(backoff * 2, CYCLE_BACKOFF_MAX)
+
+    def _log_cycle(self, result: CycleResult) -> None:
+        """The cycle's decisions as one JSON line (`--decision-log`), for a look at why it did what it did."""
+        record = {
+            "t": round(self.clock.now().timestamp(), 3),
+            "heads": result.heads,
+            "admit": [d.workload_key for d in result.admitted],
+            "preempt": [[d.victim_key, d.preemptor_key, d.reason] for d in result.preempted],
+            "pending": [[d.workload_key, d.reason, d.message] for d in result.requeued],
+        }
+        self._write_decision_log(record)
+
+    def _write_decision_log(self, record: dict[str, Any]) -> None:
+        assert self.decision_log is not None
+        try:
+            self.decision_log.write(orjson.dumps(record).decode() + "\n")
+        except (OSError, ValueError) as exc:  # a full disk or a closed file: stop tracing, keep scheduling
+            log.warning("decision log write failed; tracing stops", error=str(exc))
+            self.decision_log = None
 
     def admission_blocked(self) -> bool:
         """waitForPodsReady.blockAdmission: no new admission until every admitted workload is ready."""

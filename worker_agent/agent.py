@@ -12,7 +12,7 @@ import contextlib
 import os
 import socket
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -55,6 +55,7 @@ class Agent:
         health_bind_address: str | None = None,
         metrics: Any = None,
         events_kube: KubeClient | None = None,
+        decision_log: TextIO | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -70,7 +71,9 @@ class Agent:
         # so that they never slow down admission writes.
         self.recorder = EventRecorder(events_kube or kube, REPORTING_CONTROLLER, self.identity, self.clock)
         self.registry.register(ClientRequestsCollector({"main": kube, "events": events_kube or kube}))
-        self.state = AdmissionState(kube, config, self.clock, self.metrics, self.recorder)
+        self.state = AdmissionState(
+            kube, config, self.clock, self.metrics, self.recorder, decision_log=decision_log
+        )
         self.workload_controller = WorkloadController(
             kube, self.state, self.clock, self.recorder, self.metrics
         )

@@ -109,3 +109,30 @@ async def test_the_next_cycle_starts_only_when_the_evictions_of_this_one_are_wri
         loop.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await loop
+
+
+async def test_the_decision_log_has_a_line_per_cycle_and_per_retry_of_parked_workloads():
+    """`--decision-log`: what each cycle decided, and when parked workloads were retried."""
+    import io
+    import json
+
+    from worker_agent.engine.scheduler import Admit
+
+    kube = await KubeClient.from_kubeconfig_dict(UNREACHABLE)
+    trace = io.StringIO()
+    state = AdmissionState(kube, parse_config({}), decision_log=trace)
+    result = CycleResult(heads=3)
+    result.decisions += [
+        Admit("ns/a", {"clusterQueue": "cq"}),
+        Preempt("ns/victim", "InClusterQueue", "Preempted to accommodate a workload", "ns/big"),
+        Requeue("ns/b", "Pending", "couldn't assign flavors to pod set main"),
+    ]
+    state._log_cycle(result)
+    state.flush_now([])
+    await kube.close()
+    cycle, flush = (json.loads(line) for line in trace.getvalue().splitlines())
+    assert cycle["heads"] == 3
+    assert cycle["admit"] == ["ns/a"]
+    assert cycle["preempt"] == [["ns/victim", "ns/big", "InClusterQueue"]]
+    assert cycle["pending"] == [["ns/b", "Pending", "couldn't assign flavors to pod set main"]]
+    assert flush["flush"] == [] and flush["t"] >= cycle["t"]

@@ -1350,10 +1350,12 @@ def install_upstream_crds(cluster: BenchCluster, crds: Path) -> None:
     say(f"installed upstream's {len(names)} CRDs (storage v1beta2)")
 
 
-def minimalkueue_engine(work_dir: Path, kubeconfig: Path, binary: Path) -> EngineProcess:
-    return EngineProcess(
-        "minimalkueue", [str(binary), "--kubeconfig", str(kubeconfig)], work_dir / "minimalkueue.log"
-    )
+def minimalkueue_engine(work_dir: Path, kubeconfig: Path, binary: Path, verbosity: int = 0) -> EngineProcess:
+    """Upstream's harness binary; `verbosity` > 0 turns on its scheduler's V(n) logs (zap level -n)."""
+    cmd = [str(binary), "--kubeconfig", str(kubeconfig)]
+    if verbosity > 0:
+        cmd.append(f"--zap-log-level={verbosity}")
+    return EngineProcess("minimalkueue", cmd, work_dir / "minimalkueue.log")
 
 
 # ==============================================================================================
@@ -1776,7 +1778,7 @@ def run_one(
         if engine == "upstream":
             assert binary is not None and crds is not None
             install_upstream_crds(cluster, crds)
-            proc = minimalkueue_engine(work_dir, cluster.kubeconfig, binary)
+            proc = minimalkueue_engine(work_dir, cluster.kubeconfig, binary, args.upstream_verbosity)
             shape, metrics_reader = UPSTREAM, None
         else:
             proc, metrics_port = agent_engine(
@@ -1856,6 +1858,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--decision-log",
         action="store_true",
         help="our agent writes every scheduling cycle's decisions to decisions-ours.jsonl in the work dir",
+    )
+    p.add_argument(
+        "--upstream-verbosity",
+        type=int,
+        default=0,
+        metavar="N",
+        help="minimalkueue logs at V(N) (its --zap-log-level=N) to minimalkueue.log; 2 gives each "
+        "scheduling cycle's heads and durations (default 0: errors only, as upstream's harness)",
     )
     p.add_argument("--runner-qps", type=float, default=1000)
     p.add_argument("--runner-burst", type=int, default=2000)

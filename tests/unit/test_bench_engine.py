@@ -488,3 +488,10 @@ def test_localfleet_refuses_negative_workers(tmp_path, capsys):
     assert lf.main(["--dir", str(tmp_path / "fleet"), "up", "--workers", "-1"]) == 1
     assert "--workers must be 0" in capsys.readouterr().err
     assert not (tmp_path / "fleet").exists()
+
+
+def test_upstream_verbosity_becomes_minimalkueues_zap_level(tmp_path):
+    quiet = bench.minimalkueue_engine(tmp_path, tmp_path / "kc", tmp_path / "mk")
+    chatty = bench.minimalkueue_engine(tmp_path, tmp_path / "kc", tmp_path / "mk", verbosity=2)
+    assert not any(a.startswith("--zap-log-level") for a in quiet.cmd)
+    assert chatty.cmd[-1] == "--zap-log-level=2"

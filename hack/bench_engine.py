@@ -1021,14 +1021,9 @@ def api_write_counts(text: str) -> dict[str, int]:
 
 def apiserver_writes(kubeconfig: Path, save_to: Path) -> dict[str, int]:
     """The apiserver's write counters at the end of a run (kept whole in `save_to`); {} on failure."""
-    kubectl = load_localfleet().Binaries(load_localfleet().read_versions()).path("kubectl")
-    res = subprocess.run(
-        [str(kubectl), "--kubeconfig", str(kubeconfig), "get", "--raw", "/metrics"],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=30,
-    )
+    lf = load_localfleet()
+    kubectl = lf.Kubectl(lf.Binaries(lf.read_versions()).path("kubectl"), str(kubeconfig))
+    res = kubectl("get", "--raw", "/metrics", check=False, timeout=30)
     if res.returncode != 0:
         say(f"could not read the apiserver's /metrics: {res.stderr.strip()}")
         return {}

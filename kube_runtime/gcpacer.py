@@ -3,7 +3,7 @@
 A controller's heap is mostly its informer caches: decoded JSON, millions of small dicts and lists
 that live for minutes. CPython's collector scans every tracked object of the oldest generation on
 each full collection, and starts one whenever a quarter more objects have survived into it, so a
-busy agent with 15,000 Workloads cached stopped for 0.3-0.8 s about every 15 s (measured with a
+busy agent with 15,000 Workloads cached stopped 24 times in 400 s, for up to 0.98 s (measured with a
 `gc.callbacks` probe during `make bench-engine`; docs/benchmarks.md). A stopped controller reads no
 watch events and runs no scheduling cycle; when it resumes it sees a pile of finished Workloads at
 once, in every cohort, which is not what happened in the cluster.
@@ -54,7 +54,6 @@ class GcPacer:
         self.full_every = full_every
         self.clock = clock
         self.last_full = clock()
-        self.longest_pause_s = 0.0
 
     def step(self) -> GcStep:
         """One collection of the objects not yet frozen (all of them on a full pass), then a freeze."""
@@ -67,7 +66,6 @@ class GcPacer:
         collected = gc.collect()
         gc.freeze()
         pause = time.perf_counter() - started
-        self.longest_pause_s = max(self.longest_pause_s, pause)
         return GcStep(full, collected, pause, gc.get_freeze_count() if full else None)
 
     async def run(self) -> None:

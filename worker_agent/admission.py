@@ -601,9 +601,9 @@ class AdmissionState:
         scope: set[str] = set()
         for name in names:
             scope |= self.cohort_tree_members(name)
-        if self.decision_log is not None:
-            self._write_decision_log({"t": round(self.clock.now().timestamp(), 3), "flush": sorted(scope)})
         now = self.clock.now().timestamp()
+        if self.decision_log is not None:
+            self._write_decision_log({"flush": sorted(scope)}, now)
 
         def namespace_matches(info: WorkloadInfo) -> bool:
             cq = self.snapshot.cluster_queues.get(info.cluster_queue)
@@ -713,18 +713,18 @@ class AdmissionState:
     def _log_cycle(self, result: CycleResult) -> None:
         """The cycle's decisions as one JSON line (`--decision-log`), for a look at why it did what it did."""
         record = {
-            "t": round(self.clock.now().timestamp(), 3),
             "heads": result.heads,
             "admit": [d.workload_key for d in result.admitted],
             "preempt": [[d.victim_key, d.preemptor_key, d.reason] for d in result.preempted],
             "pending": [[d.workload_key, d.reason, d.message] for d in result.requeued],
         }
-        self._write_decision_log(record)
+        self._write_decision_log(record, self.clock.now().timestamp())
 
-    def _write_decision_log(self, record: dict[str, Any]) -> None:
+    def _write_decision_log(self, record: dict[str, Any], now: float) -> None:
+        """One line: `t` (wall clock, ms precision) first, then `record`."""
         assert self.decision_log is not None
         try:
-            self.decision_log.write(orjson.dumps(record).decode() + "\n")
+            self.decision_log.write(orjson.dumps({"t": round(now, 3), **record}).decode() + "\n")
         except (OSError, ValueError) as exc:  # a full disk or a closed file: stop tracing, keep scheduling
             log.warning("decision log write failed; tracing stops", error=str(exc))
             self.decision_log = None

@@ -706,8 +706,11 @@ class AdmissionState:
                 backoff = CYCLE_BACKOFF_INITIAL
                 await asyncio.sleep(0)
                 continue
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that arrives
+            # as the wait ends, and the loop then never stops (the agent's shutdown hung on it).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), backoff)
+                async with asyncio.timeout(backoff):
+                    await self.wake.wait()
             backoff = min(backoff * 2, CYCLE_BACKOFF_MAX)
 
     def _log_cycle(self, result: CycleResult) -> None:

@@ -111,6 +111,29 @@ async def test_the_next_cycle_starts_only_when_the_evictions_of_this_one_are_wri
             await loop
 
 
+async def test_the_scheduling_loop_stops_when_cancelled_as_it_is_woken(state, monkeypatch):
+    """A cancel that lands in the same loop turn as a wake-up stops the loop (Python 3.11's
+    asyncio.wait_for returned the wake-up and dropped the cancel, so an agent's shutdown hung)."""
+    from worker_agent import admission
+
+    monkeypatch.setattr(admission, "CYCLE_BACKOFF_INITIAL", 30.0)  # a cycle without progress waits 30 s
+    cycles = 0
+
+    def schedule_once():
+        nonlocal cycles
+        cycles += 1
+        return CycleResult(heads=1)  # a head left where it was: no progress
+
+    state.schedule_once = schedule_once
+    loop = asyncio.get_running_loop().create_task(state.run_scheduler())
+    await asyncio.sleep(0.05)
+    assert cycles == 1 and not loop.done()
+    state.wake.set()
+    loop.cancel()
+    done, _ = await asyncio.wait({loop}, timeout=2)
+    assert loop in done and loop.cancelled(), f"the loop went on after its cancel ({cycles} cycles)"
+
+
 async def test_the_decision_log_has_a_line_per_cycle_and_per_retry_of_parked_workloads():
     """`--decision-log`: what each cycle decided, and when parked workloads were retried."""
     import io

@@ -140,6 +140,24 @@ def is_admissible(wl: Obj) -> bool:
     return not is_true(wl, api.WORKLOAD_WAITING_FOR_REPLACEMENT_PODS)
 
 
+def may_become_admissible(old: Obj, new: Obj) -> bool:
+    """Whether an update of a parked (inadmissible) Workload takes it back to the heap (§3.2
+    PushOrUpdate, Kueue's in-place update test): its generation or spec, its priority-boost
+    annotation, its reclaimable pods, or its Evicted or Requeued condition changed. Anything else,
+    such as the scheduler's own QuotaReserved=False message, leaves it parked until a flush."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if old_meta.get("generation") != new_meta.get("generation") or old.get("spec") != new.get("spec"):
+        return True
+    old_boost = (old_meta.get("annotations") or {}).get(api.ANNOTATION_PRIORITY_BOOST)
+    if old_boost != (new_meta.get("annotations") or {}).get(api.ANNOTATION_PRIORITY_BOOST):
+        return True
+    old_status, new_status = old.get("status") or {}, new.get("status") or {}
+    if old_status.get("reclaimablePods") != new_status.get("reclaimablePods"):
+        return True
+    queue_order = (api.WORKLOAD_EVICTED, api.WORKLOAD_REQUEUED)
+    return any(condition(old, ctype) != condition(new, ctype) for ctype in queue_order)
+
+
 def state_name(wl: Obj) -> str:
     """Finished > Admitted > QuotaReserved > Pending (§0)."""
     if is_finished(wl):

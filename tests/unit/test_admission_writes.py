@@ -13,7 +13,7 @@ import pytest
 
 from kube_runtime import features
 from kube_runtime.client import KubeClient
-from kube_runtime.ratelimit import HIGH
+from kube_runtime.ratelimit import HIGH, LOW
 from worker_agent.admission import AdmissionState
 from worker_agent.config import parse_config
 from worker_agent.engine.scheduler import CycleResult, Preempt, Requeue
@@ -61,6 +61,37 @@ async def test_the_cycle_hands_a_failed_pending_write_to_the_background_retry(st
     assert "ns/wl" in state._pending_writers
     for task in list(state._tasks):
         task.cancel()
+
+
+async def test_a_new_message_waits_for_the_interval_only_with_a_budget_above_50_qps():
+    """Above 50 QPS a new message under the reason written last is held back for the message
+    interval (no write storm with a raised budget); at Kueue's own budgets it is written in the
+    cycle, as Kueue writes it."""
+    kube = await KubeClient.from_kubeconfig_dict(UNREACHABLE)
+    written = []
+
+    async def write_pending(decision, lane=LOW):
+        written.append((decision.message, lane))
+        return True
+
+    for qps in (20, 50, 500):
+        state = AdmissionState(kube, parse_config({"clientConnection": {"qps": qps, "burst": 2 * qps}}))
+        state._write_pending = write_pending
+        state._newest = lambda key: WORKLOAD if key == "ns/wl" else None
+        state._pending_written["ns/wl"] = ("Pending", "3 more needed")
+        state._pending_written_at["ns/wl"] = state.clock.monotonic()  # just written
+        written.clear()
+        for message in ("3 more needed", "2 more needed"):
+            result = CycleResult(heads=1)
+            result.decisions.append(Requeue("ns/wl", "Pending", message))
+            await state.write_pending_conditions(result)
+        if qps > 50:
+            assert written == [] and state._pending_latest["ns/wl"].message == "2 more needed"
+        else:
+            assert written == [("2 more needed", HIGH)], qps  # the unchanged one is not rewritten
+        for task in list(state._tasks):
+            task.cancel()
+    await kube.close()
 
 
 async def test_scheduler_long_requeue_interval_retries_parked_workloads_after_10_s():

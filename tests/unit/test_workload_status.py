@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 
 from kube_runtime import api, features
@@ -176,3 +177,36 @@ def test_admissible():
     assert not w.is_admissible(gated)
     on_hold = wl(conditions=[{"type": "QuotaReserved", "status": "False", "reason": "OnHold"}])
     assert not w.is_admissible(on_hold)
+
+
+def test_only_changes_that_may_make_it_admissible_take_a_parked_workload_back():
+    """Kueue's PushOrUpdate: generation, spec, priority boost, reclaimable pods, Evicted, Requeued."""
+    old = wl()
+    w.set_pending_condition(old, "Pending", "3 more needed", T0)
+    pending_message = copy.deepcopy(old)
+    w.set_pending_condition(pending_message, "Pending", "2 more needed", T1)
+    assert not w.may_become_admissible(old, pending_message)
+    resource_requests = copy.deepcopy(old)
+    resource_requests["status"]["resourceRequests"] = [{"name": "main", "resources": {"cpu": "1"}}]
+    assert not w.may_become_admissible(old, resource_requests)
+
+    changes = []
+    spec = copy.deepcopy(old)
+    spec["spec"]["priority"] = 5
+    changes.append(spec)
+    generation = copy.deepcopy(old)
+    generation["metadata"]["generation"] = 3
+    changes.append(generation)
+    boost = copy.deepcopy(old)
+    boost["metadata"]["annotations"] = {api.ANNOTATION_PRIORITY_BOOST: "10"}
+    changes.append(boost)
+    reclaimable = copy.deepcopy(old)
+    reclaimable["status"]["reclaimablePods"] = [{"name": "main", "count": 1}]
+    changes.append(reclaimable)
+    requeued = copy.deepcopy(old)
+    w.set_requeued(requeued, False, "Deactivated", "deactivated", T1)
+    changes.append(requeued)
+    evicted = copy.deepcopy(old)
+    w.set_condition(evicted, api.WORKLOAD_EVICTED, "True", "Preempted", "preempted", T1)
+    changes.append(evicted)
+    assert all(w.may_become_admissible(old, new) for new in changes)

@@ -184,6 +184,14 @@ class ClusterQueuePending:
             self._heap_remove(wl.key)
         self._heap_push(wl)
 
+    def update_parked(self, wl: WorkloadInfo) -> bool:
+        """§3.2 PushOrUpdate, step 2: a parked workload updated without a change that could make it
+        admissible keeps its place among the parked ones, with the new copy. False when not parked."""
+        if wl.key not in self.inadmissible:
+            return False
+        self.inadmissible[wl.key] = wl
+        return True
+
     def delete(self, key: str) -> None:
         self._heap_remove(key)
         self._unpark(key)
@@ -294,6 +302,12 @@ class QueueManager:
             self.queues[old].delete(wl.key)
         self._where[wl.key] = wl.cluster_queue
         self.ensure(wl.cluster_queue).push_or_update(wl, now)
+
+    def update_parked(self, wl: WorkloadInfo) -> bool:
+        """`ClusterQueuePending.update_parked` in `wl`'s ClusterQueue (False if it moved elsewhere)."""
+        if self._where.get(wl.key) != wl.cluster_queue:
+            return False
+        return self.queues[wl.cluster_queue].update_parked(wl)
 
     def delete(self, key: str) -> None:
         cq = self._where.pop(key, None)

@@ -127,3 +127,28 @@ def test_parked_heaps_do_not_grow_with_updates_of_parked_workloads():
     assert len(q._parked) + len(q._released) <= 2 * (64 + 3)
     q.flush_inadmissible(now=100.0)
     assert q.pop().name == "parked"
+
+
+def test_a_parked_workload_updated_in_place_stays_parked_until_a_flush():
+    """§3.2 PushOrUpdate step 2: an update that cannot make it admissible keeps it parked."""
+    q = ClusterQueuePending("cq")
+    q.push_or_update(workload("large", "cq", cpu="5", priority=200, created=1))
+    q.push_or_update(workload("small", "cq", cpu="1", created=2))
+    head = q.pop()
+    assert q.requeue_if_not_present(head, api.REQUEUE_NO_FIT) is False
+    newer = workload("large", "cq", cpu="5", priority=200, created=1)
+    assert q.update_parked(newer) is True
+    assert q.inadmissible["default/large"] is newer
+    assert q.pop().name == "small"  # the large one did not come back with the update
+    assert q.update_parked(workload("other", "cq")) is False  # not parked: nothing to update
+    q.flush_inadmissible()
+    assert q.pop() is newer
+
+
+def test_queue_manager_updates_in_place_only_in_the_workloads_own_cluster_queue():
+    queues = QueueManager()
+    queues.push(workload("w", "cq-a", created=1))
+    head = queues.queues["cq-a"].pop()
+    queues.queues["cq-a"].requeue_if_not_present(head, api.REQUEUE_NO_FIT)
+    assert queues.update_parked(workload("w", "cq-b", created=1)) is False
+    assert queues.update_parked(workload("w", "cq-a", created=1)) is True

@@ -797,9 +797,10 @@ class AdmissionState:
         (requeueAndUpdate), so its pace follows what the apiserver takes. A scheduler that cycles
         without waiting fills every free slot with the small Workloads that come first while the
         apiserver is still busy, and the larger ones that come next preempt them (measured in
-        docs/benchmarks.md, "Latest"). Only changed conditions are written; with a budget above 50
-        QPS a new message under the reason written last waits for the message interval in the
-        background, coalesced, as does the retry of a failed write."""
+        docs/benchmarks.md, "Earlier (2026-11-25, night)" and "Latest"). Only changed conditions
+        are written; with a budget above 50 QPS a new message under the reason written last waits
+        for the message interval in the background, coalesced, as does the retry of a failed
+        write."""
         for decision in result.decisions:
             if not isinstance(decision, Requeue):
                 continue

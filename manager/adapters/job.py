@@ -54,6 +54,18 @@ def merge_patch(current: Obj, desired: Obj) -> Obj:
     return patch
 
 
+def mirrored_status(local: Obj, remote_status: Obj) -> Obj:
+    """The status the manager's Job takes from its worker's. The apiserver refuses to clear
+    `startTime` on an unsuspended Job; the worker clears it when it suspends its copy (an eviction
+    there), which the manager may see before the eviction itself. The running Job keeps its own
+    `startTime` until it is suspended too, instead of failing the whole status copy."""
+    status = dict(remote_status)
+    start = (local.get("status") or {}).get("startTime")
+    if start and not suspended(local) and not status.get("startTime"):
+        status["startTime"] = start
+    return status
+
+
 def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
     meta = local_job["metadata"]
     spec = copy.deepcopy(local_job.get("spec") or {})
@@ -115,6 +127,7 @@ class JobAdapter:
 
     async def _mirror_status(self, local: Obj, remote_status: Obj) -> None:
         local_status = local.get("status") or {}
+        remote_status = mirrored_status(local, remote_status)
         if local_status == remote_status:
             return
         patch = merge_patch(local_status, remote_status)

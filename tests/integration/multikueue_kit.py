@@ -204,6 +204,32 @@ class MultiKueueEnv:
         )
         return items
 
+    async def describe(self, name: str) -> str:
+        """The manager's Workload and every worker's copy, in one line each: what a failed wait
+        prints, so that a failure in CI says where the Workload stood."""
+
+        def line(wl: Obj | None) -> str:
+            if wl is None:
+                return "absent"
+            status = wl.get("status") or {}
+            conditions = [
+                f"{c.get('type')}={c.get('status')}({c.get('reason')}: {c.get('message', '')[:120]})"
+                for c in status.get("conditions") or ()
+            ]
+            checks = [
+                f"{c.get('name')}={c.get('state')}({c.get('message', '')[:120]})"
+                for c in status.get("admissionChecks") or ()
+            ]
+            return (
+                f"clusterName={status.get('clusterName')!r} "
+                f"nominated={status.get('nominatedClusterNames')!r} checks={checks} conditions={conditions}"
+            )
+
+        lines = [f"manager: {line(await self.get(self.manager_kube, api.WORKLOAD, name, self.namespace))}"]
+        for cluster in self.clusters:
+            lines.append(f"{cluster}: {line(await self.remote(cluster, api.WORKLOAD, name))}")
+        return "\n".join(lines)
+
     async def events(self, name: str, reason: str) -> list[str]:
         items, _ = await self.manager_kube.list(api.EVENT, namespace=self.namespace)
         return [

@@ -143,7 +143,13 @@ async def test_eviction_on_the_worker_redispatches(fleet, kube, namespace):
             found = evicted and "Workload evicted on worker cluster" in evicted["message"]
             return evicted if found else None
 
-        evicted = await eventually(evicted_on_manager, timeout=40)
+        async def wait(check, seconds):
+            try:
+                return await eventually(check, timeout=seconds)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{await env.describe(name)}") from None
+
+        evicted = await wait(evicted_on_manager, 40)
         expected = (
             f'Workload evicted on worker cluster: "{first}", resetting for re-admission. Previously: "Ready"'
         )
@@ -153,7 +159,7 @@ async def test_eviction_on_the_worker_redispatches(fleet, kube, namespace):
             where = await placed()
             return where if where and where != first else None
 
-        assert await eventually(placed_elsewhere, timeout=60) in env.clusters
+        assert await wait(placed_elsewhere, 60) in env.clusters
 
 
 async def test_a_job_no_worker_can_admit_says_why(fleet, kube, namespace):

@@ -11,7 +11,7 @@ import pytest
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
 from manager.adapters import JobAdapter, OwnershipError, check_ownership
-from manager.adapters.job import merge_patch, remote_job_copy
+from manager.adapters.job import merge_patch, mirrored_status, remote_job_copy
 
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
@@ -226,3 +226,22 @@ def test_merge_patch_clears_keys_gone_from_nested_objects() -> None:
     }
     assert merge_patch(finished, finished) == {}
     assert merge_patch({}, {"a": {"b": 1}}) == {"a": {"b": 1}}
+
+
+def test_a_running_job_keeps_its_start_time_when_the_worker_suspends_its_copy() -> None:
+    started = "2026-11-26T23:26:06Z"
+    running = {"spec": {"suspend": False}, "status": {"startTime": started, "active": 1}}
+    evicted_there = {"conditions": [{"type": "Suspended", "status": "True"}]}
+    # The apiserver refuses startTime: null on an unsuspended Job: the patch must not carry it.
+    status = mirrored_status(running, evicted_there)
+    assert status["startTime"] == started
+    assert merge_patch(running["status"], status) == {
+        "active": None,
+        "conditions": evicted_there["conditions"],
+    }
+    # Once the manager's Job is suspended too, the worker's status is copied as it is.
+    suspended = {"spec": {"suspend": True}, "status": {"startTime": started, "active": 1}}
+    assert mirrored_status(suspended, evicted_there) == evicted_there
+    # A start time the worker reports is always taken.
+    later = "2026-11-26T23:30:00Z"
+    assert mirrored_status(running, {"startTime": later})["startTime"] == later

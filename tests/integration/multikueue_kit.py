@@ -230,6 +230,13 @@ class MultiKueueEnv:
             lines.append(f"{cluster}: {line(await self.remote(cluster, api.WORKLOAD, name))}")
         return "\n".join(lines)
 
+    async def wait_for(self, check: Any, seconds: float, workload: str) -> Any:
+        """`eventually(check)`; on timeout the error also says where `workload` stood."""
+        try:
+            return await eventually(check, timeout=seconds)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{await self.describe(workload)}") from None
+
     async def events(self, name: str, reason: str) -> list[str]:
         items, _ = await self.manager_kube.list(api.EVENT, namespace=self.namespace)
         return [

@@ -148,13 +148,7 @@ async def test_eviction_on_the_worker_redispatches(fleet, kube, namespace):
             found = evicted and "Workload evicted on worker cluster" in evicted["message"]
             return evicted if found else None
 
-        async def wait(check, seconds):
-            try:
-                return await eventually(check, timeout=seconds)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{await env.describe(name)}") from None
-
-        evicted = await wait(evicted_on_manager, 40)
+        evicted = await env.wait_for(evicted_on_manager, 40, name)
         expected = (
             f'Workload evicted on worker cluster: "{first}", resetting for re-admission. Previously: "Ready"'
         )
@@ -164,7 +158,7 @@ async def test_eviction_on_the_worker_redispatches(fleet, kube, namespace):
             where = await placed()
             return where if where and where != first else None
 
-        assert await wait(placed_elsewhere, 60) in env.clusters
+        assert await env.wait_for(placed_elsewhere, 60, name) in env.clusters
 
 
 async def test_a_job_no_worker_can_admit_says_why(fleet, kube, namespace):

@@ -31,7 +31,7 @@ async def _admitted_on(env, kube, namespace, job: str) -> tuple[str, str]:
         state = check_state(current, env.check)
         return current["status"]["clusterName"] if state and state["state"] == "Ready" else None
 
-    return name, await eventually(ready, timeout=40)
+    return name, await env.wait_for(ready, 40, name)
 
 
 def _still_ready(env, kube, namespace, name):
@@ -248,4 +248,4 @@ async def test_nothing_is_dispatched_while_the_manager_workload_is_being_evicted
         async def a_copy_somewhere():
             return any([await env.remote_workloads(cluster) for cluster in env.clusters])
 
-        await eventually(a_copy_somewhere, timeout=30)
+        await env.wait_for(a_copy_somewhere, 30, wl["metadata"]["name"])

@@ -198,6 +198,16 @@ class MultiKueueEnv:
     async def remote(self, cluster: str, resource: api.Resource, name: str) -> Obj | None:
         return await self.get(self.worker_kubes[self.clusters[cluster]], resource, name, self.namespace)
 
+    async def wait_copies_gone(self, cluster: str, *names: str) -> None:
+        """Wait until `cluster` holds no Workload copy of these names. The manager records the
+        winner first and deletes the other workers' copies right after, so a loser's copy may
+        still be there when the check turns Ready."""
+
+        async def gone() -> bool | None:
+            return all([not await self.remote(cluster, api.WORKLOAD, n) for n in names]) or None
+
+        await eventually(gone)
+
     async def remote_workloads(self, cluster: str) -> list[Obj]:
         items, _ = await self.worker_kubes[self.clusters[cluster]].list(
             api.WORKLOAD, namespace=self.namespace
@@ -212,17 +222,18 @@ class MultiKueueEnv:
             if wl is None:
                 return "absent"
             status = wl.get("status") or {}
-            conditions = [
-                f"{c.get('type')}={c.get('status')}({c.get('reason')}: {c.get('message', '')[:120]})"
-                for c in status.get("conditions") or ()
-            ]
-            checks = [
-                f"{c.get('name')}={c.get('state')}({c.get('message', '')[:120]})"
-                for c in status.get("admissionChecks") or ()
-            ]
+
+            def entries(field: str, key: str, value: str) -> list[str]:
+                return [
+                    f"{e.get(key)}={e.get(value)}({e.get('message', '')[:120]})"
+                    for e in status.get(field) or ()
+                ]
+
             return (
                 f"clusterName={status.get('clusterName')!r} "
-                f"nominated={status.get('nominatedClusterNames')!r} checks={checks} conditions={conditions}"
+                f"nominated={status.get('nominatedClusterNames')!r} "
+                f"checks={entries('admissionChecks', 'name', 'state')} "
+                f"conditions={entries('conditions', 'type', 'status')}"
             )
 
         lines = [f"manager: {line(await self.get(self.manager_kube, api.WORKLOAD, name, self.namespace))}"]

@@ -33,10 +33,7 @@ async def test_job_runs_on_a_worker_and_its_status_is_mirrored(fleet, kube, name
         assert not admitted["status"].get("nominatedClusterNames")
         other = next(c for c in env.clusters if c != cluster)
 
-        async def copy_only_on_winner():
-            return not await env.remote(other, api.WORKLOAD, name) or None
-
-        await eventually(copy_only_on_winner)
+        await env.wait_copies_gone(other, name)
         remote_job = await env.remote(cluster, api.JOB, "hello")
         assert remote_job["metadata"]["labels"][api.LABEL_MULTIKUEUE_ORIGIN] == env.origin
         assert remote_job["metadata"]["annotations"][api.ANNOTATION_PREBUILT_WORKLOAD_NAME] == name
@@ -80,12 +77,7 @@ async def test_job_lands_on_the_worker_that_has_quota(fleet, kube, namespace):
             return (current.get("status") or {}).get("clusterName")
 
         assert await eventually(placed, timeout=40) == by_worker["worker2"]
-
-        async def copy_only_on_winner():
-            # The winner is recorded first, the other worker's copy is deleted right after.
-            return not await env.remote(by_worker["worker1"], api.WORKLOAD, wl["metadata"]["name"]) or None
-
-        await eventually(copy_only_on_winner)
+        await env.wait_copies_gone(by_worker["worker1"], wl["metadata"]["name"])
 
         async def running():
             job = await kube.get(api.JOB, "fits", namespace)

@@ -77,13 +77,7 @@ async def test_groups_run_on_one_worker_and_the_status_is_mirrored(fleet, kube, 
         )
         assert not remote["metadata"].get("ownerReferences")
         assert not await env.remote(other, api.LEADER_WORKER_SET, "serve")
-        names = [wl["metadata"]["name"] for wl in await members(env, "serve")]
-
-        async def copies_only_on_winner():
-            # The winner is recorded first, the other worker's copies are deleted right after.
-            return all([not await env.remote(other, api.WORKLOAD, n) for n in names]) or None
-
-        await eventually(copies_only_on_winner)
+        await env.wait_copies_gone(other, *[wl["metadata"]["name"] for wl in await members(env, "serve")])
 
         async def mirrored():
             local = await kube.get(api.LEADER_WORKER_SET, "serve", namespace)

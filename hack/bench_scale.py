@@ -447,11 +447,25 @@ def merge_series(series: Iterable[Sequence[SeriesPoint]]) -> list[SeriesPoint]:
     return sorted(merged.values(), key=lambda p: (p.workloads, p.workers))
 
 
+# Where this machine put the run: never saved, the series goes into docs/ (see portable_args).
+MACHINE_PATH_ARGS = ("from_json", "fleet_prefix", "work_dir", "json")
+
+
+def portable_args(args: argparse.Namespace) -> dict:
+    """The run's arguments without paths of this machine: a plots directory inside the repository
+    is kept relative to it, any other path is left out."""
+    saved = {k: v for k, v in vars(args).items() if k not in MACHINE_PATH_ARGS}
+    plots = saved.pop("plots_dir", None)
+    if plots is not None and Path(plots).resolve().is_relative_to(REPO):
+        saved["plots_dir"] = str(Path(plots).resolve().relative_to(REPO))
+    return saved
+
+
 def save_series(path: Path, points: Sequence[SeriesPoint], args: argparse.Namespace) -> None:
     payload = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count()},
-        "args": {k: v for k, v in vars(args).items() if k != "from_json"},
+        "args": portable_args(args),
         "points": [asdict(p) for p in points],
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ Subcommands:
           the MultiKueue setup guide's objects (queues on every cluster; Secrets, MultiKueueClusters,
           MultiKueueConfig and AdmissionCheck on the manager), then how to submit and watch a Job
   sample-lws
-          the sample LeaderWorkerSet (../shared/examples/sample-leaderworkerset.yaml) on the manager,
+          the sample LeaderWorkerSet (examples/sample-leaderworkerset.yaml) on the manager,
           until the manager's LWS shows every group ready on one worker; then how to look at it
   env     print shell exports (kubeconfigs, state file, PATH with the cached kubectl first)
   status  what is up, with memory per process
@@ -128,12 +128,12 @@ SETUP_CLUSTER_QUEUE = "cluster-queue"
 SETUP_LOCAL_QUEUE = "user-queue"
 SETUP_NAMESPACE = "default"
 SETUP_ADMISSION_CHECK = "sample-multikueue"
-SETUP_MULTIKUEUE_CONFIG = "multikueue-config"
-SAMPLE_JOB_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+SETUP_MULTIKUEUE_CONFIG = "multikueue-test"
+SAMPLE_JOB_FILE = REPO / "examples" / "multikueue" / "sample-job.yaml"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-# The sample LWS `up --setup-multikueue` (and `sample-lws`) submits on the manager: the shared example.
-SAMPLE_LWS_FILE = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
+# The sample LWS `up --setup-multikueue` (and `sample-lws`) submits on the manager.
+SAMPLE_LWS_FILE = REPO / "examples" / "sample-leaderworkerset.yaml"
 SAMPLE_LWS_TIMEOUT = 180.0
 # The manager's annotation naming the worker a manager LWS runs on (manager/adapters/leaderworkerset.py).
 ANNOTATION_WORKER_CLUSTER = "kueue-federation.dev/multikueue-cluster"
@@ -2125,6 +2125,18 @@ class WorkerSetup:
     multikueue_kubeconfig: str  # the content of <worker>/multikueue.kubeconfig
 
 
+def multikueue_cluster_name(worker: str) -> str:
+    """The MultiKueueCluster of a fleet worker, named as the setup guide names it
+    (`multikueue-test-worker1`); its Secret keeps the guide's `worker1-secret`."""
+    return f"{SETUP_MULTIKUEUE_CONFIG}-{worker}"
+
+
+def fleet_worker(cluster_name: str) -> str:
+    """The fleet worker behind a MultiKueueCluster name (a Workload's clusterName): the inverse of
+    multikueue_cluster_name; a name without the guide's prefix is returned as it is."""
+    return cluster_name.removeprefix(f"{SETUP_MULTIKUEUE_CONFIG}-")
+
+
 def resource_flavor() -> dict:
     return {
         "apiVersion": KUEUE_API,
@@ -2201,7 +2213,7 @@ def multikueue_setup_objects(
             {
                 "apiVersion": KUEUE_API,
                 "kind": "MultiKueueCluster",
-                "metadata": {"name": w.name},
+                "metadata": {"name": multikueue_cluster_name(w.name)},
                 "spec": {"kubeConfig": {"locationType": "Secret", "location": f"{w.name}-secret"}},
             }
         )
@@ -2210,7 +2222,7 @@ def multikueue_setup_objects(
             "apiVersion": KUEUE_API,
             "kind": "MultiKueueConfig",
             "metadata": {"name": SETUP_MULTIKUEUE_CONFIG},
-            "spec": {"clusters": [w.name for w in workers]},
+            "spec": {"clusters": [multikueue_cluster_name(w.name) for w in workers]},
         },
         {
             "apiVersion": KUEUE_API,
@@ -2237,34 +2249,8 @@ def multikueue_setup_objects(
 
 
 def sample_job() -> dict:
-    """A small Job for user-queue (upstream's sample-job); kwok runs its pod on a fake node."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "generateName": "sample-job-",
-            "namespace": SETUP_NAMESPACE,
-            "labels": {QUEUE_NAME_LABEL: SETUP_LOCAL_QUEUE},
-        },
-        "spec": {
-            "parallelism": 1,
-            "completions": 1,
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "dummy-job",
-                            "image": SAMPLE_JOB_IMAGE,
-                            "args": ["entrypoint-tester", "hello", "world"],
-                            "resources": {"requests": {"cpu": 1, "memory": "200Mi"}},
-                        }
-                    ],
-                    "restartPolicy": "Never",
-                }
-            },
-        },
-    }
+    """A small Job for user-queue (examples/multikueue/sample-job.yaml); kwok runs its pod on a fake node."""
+    return yaml.safe_load(SAMPLE_JOB_FILE.read_text())
 
 
 def next_steps(localfleet_cmd: str, workers: list[str]) -> str:
@@ -2294,8 +2280,29 @@ def next_steps(localfleet_cmd: str, workers: list[str]) -> str:
         "",
         "# The worker connections, the admission check and the queues:",
         f"{manager} get multikueueclusters,admissionchecks,clusterqueues",
+        "",
+        "# The setup guide's checks (each prints Active: True):",
+        *guide_checks(manager, workers),
     ]
     return "\n".join(lines)
+
+
+def guide_checks(kubectl: str, workers: list[str]) -> list[str]:
+    """The setup guide's commands that print the Active condition of the ClusterQueue (CQ), the
+    AdmissionCheck (AC) and each MultiKueueCluster (MC), as one line each."""
+
+    def active(prefix: str, resource: str, name: str) -> str:
+        jsonpath = (
+            '{range .status.conditions[?(@.type == \\"Active\\")]}'
+            f"{prefix} - Active: {{@.status}} Reason: {{@.reason}} Message: {{@.message}}{{'\\n'}}{{end}}"
+        )
+        return f'{kubectl} get {resource} {name} -o jsonpath="{jsonpath}"'
+
+    return [
+        active("CQ", "clusterqueues", SETUP_CLUSTER_QUEUE),
+        active("AC", "admissionchecks", SETUP_ADMISSION_CHECK),
+        *(active("MC", "multikueuecluster", multikueue_cluster_name(w)) for w in workers),
+    ]
 
 
 def localfleet_command(run_dir: Path) -> str:
@@ -2368,10 +2375,10 @@ def lws_replicas(lws: dict) -> int:
 
 
 def sample_lws_placement(lws: dict) -> str | None:
-    """The worker a manager LWS runs on, once the manager shows every group ready there."""
-    worker = (lws["metadata"].get("annotations") or {}).get(ANNOTATION_WORKER_CLUSTER)
+    """The fleet worker a manager LWS runs on, once the manager shows every group ready there."""
+    cluster = (lws["metadata"].get("annotations") or {}).get(ANNOTATION_WORKER_CLUSTER)
     ready = (lws.get("status") or {}).get("readyReplicas") or 0
-    return worker if worker and ready == lws_replicas(lws) else None
+    return fleet_worker(cluster) if cluster and ready == lws_replicas(lws) else None
 
 
 def upstream_lws_placement(state: State, bins: Binaries, lws: dict) -> str | None:
@@ -2391,7 +2398,7 @@ def upstream_lws_placement(state: State, bins: Binaries, lws: dict) -> str | Non
     workers = {(wl.get("status") or {}).get("clusterName") for wl in owned}
     if len(owned) != lws_replicas(lws) or len(workers) != 1 or None in workers:
         return None
-    (worker,) = workers
+    worker = fleet_worker(workers.pop())
     if worker not in clusters:
         return worker  # sample_lws names the unknown worker
     res = Kubectl(bins.path("kubectl"), clusters[worker]["kubeconfig"])(
@@ -2466,13 +2473,12 @@ def sample_lws_next_steps(
     )
 
 
-def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMPLE_LWS_TIMEOUT) -> str | None:
+def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMPLE_LWS_TIMEOUT) -> str:
     """Create the sample LWS on the manager (server-side apply: again changes nothing), wait until the
     manager's LWS shows every group ready on one worker, and print how to look at it. Returns that
-    worker, or None when there is no sample file."""
+    worker."""
     if not path.is_file():
-        log(f"note: no sample LeaderWorkerSet at {path}; skipping the sample")
-        return None
+        raise FleetError(f"no LeaderWorkerSet manifest at {path}")
     clusters = state.data["clusters"]
     if not runs_a_multikueue_manager(clusters.get(MANAGER, {})):
         raise FleetError(
@@ -2883,7 +2889,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the sample LeaderWorkerSet on the manager, until every group is ready on one worker "
         "(a fleet set up with setup-multikueue)",
     )
-    s.add_argument("--file", default=str(SAMPLE_LWS_FILE), help="the LWS manifest (default: the shared one)")
+    s.add_argument(
+        "--file",
+        default=str(SAMPLE_LWS_FILE),
+        help="the LWS manifest (default: examples/sample-leaderworkerset.yaml)",
+    )
     s.add_argument("--timeout", type=float, default=SAMPLE_LWS_TIMEOUT, help="seconds to wait (default 180)")
     sub.add_parser("env", help="print shell exports for the running fleet")
     args = parser.parse_args(argv)

@@ -1,9 +1,9 @@
 """Every upstream API string, defined once: resources, labels, annotations, finalizers, gates,
 condition types, reasons, messages, event reasons, field managers, metric names and constants.
 
-Strings are copied byte for byte from Kueue (kubernetes-sigs/kueue ff69552e, see
-/work/shared/reference/admission-engine-spec.md §1-2 and multikueue-spec.md §0.4, §2): other Kueue
-components and users' tooling match on them. Messages with parameters are small functions, so
+Strings are copied byte for byte from upstream Kueue (kubernetes-sigs/kueue ff69552e, the v0.19
+line: its API types, its admission engine's and MultiKueue's conditions, reasons and messages): other
+Kueue components and users' tooling match on them. Messages with parameters are small functions, so
 callers cannot get the punctuation wrong.
 """
 

@@ -4,6 +4,7 @@ driven with kubectl as a user would), waiting, and reading Workloads and their M
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,13 +19,28 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 LOCALFLEET = REPO / "hack" / "localfleet.py"
-SAMPLE_LWS = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
+SAMPLE_LWS = REPO / "examples" / "sample-leaderworkerset.yaml"
 MANAGER = "manager"
 NAMESPACE = "default"
 QUEUE = "user-queue"
 CLUSTER_QUEUE = "cluster-queue"
 CHECK = "sample-multikueue"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def localfleet_module():
+    """hack/localfleet.py as a module (it is a script, not a package), loaded once."""
+    if "localfleet" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("localfleet", LOCALFLEET)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["localfleet"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["localfleet"]
+
+
+def mk_cluster(worker: str) -> str:
+    """The MultiKueueCluster of a fleet worker, named as the setup guide does: multikueue-test-worker1."""
+    return localfleet_module().multikueue_cluster_name(worker)
 
 
 @dataclass
@@ -169,7 +185,9 @@ def check_state(wl: dict) -> dict:
 
 
 def cluster_name(wl: dict) -> str:
-    return (wl.get("status") or {}).get("clusterName") or ""
+    """The fleet worker a Workload is placed on: its clusterName is the worker's MultiKueueCluster
+    (multikueue-test-worker1), the fleet names the cluster worker1; "" when it is placed nowhere."""
+    return localfleet_module().fleet_worker((wl.get("status") or {}).get("clusterName") or "")
 
 
 def summary(workloads: list[dict]) -> list[tuple]:

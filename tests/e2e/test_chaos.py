@@ -52,7 +52,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name, own_fleet
+from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name, mk_cluster, own_fleet
 from test_localfleet import _localfleet_module
 from test_multikueue_lws_e2e import WORKER_LOST_TIMEOUT, lws_manifest
 
@@ -354,7 +354,7 @@ async def lease_holder(kube: KubeClient, name: str) -> str:
 
 
 async def cluster_active(manager: KubeClient, worker: str) -> bool:
-    mkc = await manager.get(api.MULTIKUEUE_CLUSTER, worker)
+    mkc = await manager.get(api.MULTIKUEUE_CLUSTER, mk_cluster(worker))
     return condition_true(mkc, "Active") is not None
 
 

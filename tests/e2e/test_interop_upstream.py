@@ -34,6 +34,7 @@ from fleet_kit import (
     condition,
     cpu_quota_patch,
     is_true,
+    mk_cluster,
     own_fleet,
     summary,
     unique,
@@ -106,8 +107,6 @@ def job(name: str, cpu: str = "1", keep_running: bool = False) -> dict:
 
 
 def sample_lws(name: str) -> dict:
-    if not SAMPLE_LWS.is_file():
-        pytest.skip(f"no sample LeaderWorkerSet at {SAMPLE_LWS}")
     sample = yaml.safe_load(SAMPLE_LWS.read_text())
     sample["metadata"].update(name=name, namespace=NAMESPACE)
     assert sample["spec"]["replicas"] == 2
@@ -173,7 +172,7 @@ class TestOurManagerWithAnUpstreamWorker:
         assert cluster_name(wl) == UPSTREAM_WORKER
         assert is_true(wl, "Admitted")
         assert check_state(wl)["state"] == "Ready"
-        assert check_state(wl)["message"] == f'The workload was admitted on "{UPSTREAM_WORKER}"'
+        assert check_state(wl)["message"] == f'The workload was admitted on "{mk_cluster(UPSTREAM_WORKER)}"'
         assert seen_on_worker, f"upstream Kueue on {UPSTREAM_WORKER} never admitted the Workload copy"
         assert seen_on_worker[0]["status"]["admission"]["clusterQueue"] == CLUSTER_QUEUE
         local_job = wait_until(
@@ -203,7 +202,9 @@ class TestOurManagerWithAnUpstreamWorker:
             members = wait_until(f"both groups admitted on {UPSTREAM_WORKER}", admitted_there)
         for wl in members:
             assert is_true(wl, "Admitted")
-            assert check_state(wl)["message"] == f'The workload was admitted on "{UPSTREAM_WORKER}"'
+            assert (
+                check_state(wl)["message"] == f'The workload was admitted on "{mk_cluster(UPSTREAM_WORKER)}"'
+            )
         remote = wait_until(
             f"readyReplicas={replicas} on {UPSTREAM_WORKER}",
             lambda: (
@@ -260,7 +261,7 @@ def connected(fleet: Fleet, worker: str) -> None:
     that the worker serves no v1beta2 (its first discovery fails on it)."""
 
     def active():
-        mkc = fleet.json(MANAGER, "get", "multikueuecluster", worker)
+        mkc = fleet.json(MANAGER, "get", "multikueuecluster", mk_cluster(worker))
         message = condition(mkc, "Active").get("message", "")
         if "kueue.x-k8s.io/v1beta2" in message:
             raise WorkerServesNoV1beta2(f"MultiKueueCluster {worker}: {message}")
@@ -283,7 +284,7 @@ class TestUpstreamManagerWithOurWorker:
         wl = wait_until(f"Job {name}'s Workload Finished on the manager", finished)
         assert cluster_name(wl) == worker
         assert is_true(wl, "Admitted")
-        assert check_state(wl)["message"] == f'The workload was admitted on "{worker}"'
+        assert check_state(wl)["message"] == f'The workload was admitted on "{mk_cluster(worker)}"'
         delete_and_wait(fleet, "jobs", [name])
 
     def test_the_sample_lws_dispatched_by_upstream_runs_on_our_worker(self, upstream_manager):

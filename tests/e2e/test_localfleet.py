@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fleet_kit import localfleet_module
 
 pytestmark = pytest.mark.realcluster
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE_LWS = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
+SAMPLE_LWS = REPO / "examples" / "sample-leaderworkerset.yaml"
 
 
 def wait_until(what: str, check, timeout: float = 90.0, interval: float = 0.5):
@@ -149,20 +149,10 @@ def test_manager_identity_on_worker_is_least_privilege(fleet):
     assert can_i("create", "namespaces") == "no"
 
 
-def _localfleet_module():
-    """hack/localfleet.py as a module (it is a script, not a package)."""
-    if "localfleet" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("localfleet", REPO / "hack" / "localfleet.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["localfleet"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["localfleet"]
-
-
 def test_setup_multikueue_objects_pass_the_apiservers_validation(fleet):
     """What `setup-multikueue` applies is valid against our CRDs on every cluster (a server-side dry
     run: the test fleet runs no manager, and other tests own its queues)."""
-    localfleet = _localfleet_module()
+    localfleet = localfleet_module()
     workers = [
         localfleet.WorkerSetup(w, "32", "128Gi", Path(fleet.multikueue_kubeconfig(w)).read_text())
         for w in fleet.workers

@@ -39,6 +39,7 @@ from fleet_kit import (
     check_state,
     cluster_name,
     cpu_quota_patch,
+    mk_cluster,
     own_fleet,
     poll,
     summary,
@@ -125,7 +126,7 @@ def manager_shows(mk: Fleet, name: str, worker: str, ready: int):
     def check():
         local = mk.lws(MANAGER, name) or {}
         annotations = (local.get("metadata") or {}).get("annotations") or {}
-        if annotations.get(ANNOTATION_WORKER_CLUSTER) != worker:
+        if annotations.get(ANNOTATION_WORKER_CLUSTER) != mk_cluster(worker):
             return None
         return local if (local.get("status") or {}).get("readyReplicas") == ready else None
 
@@ -278,8 +279,6 @@ def other_worker(mk: Fleet, worker: str) -> str:
 
 
 def test_a_sample_lws_runs_entirely_on_one_worker(mk, submit):
-    if not SAMPLE_LWS.is_file():
-        pytest.skip(f"no sample LeaderWorkerSet at {SAMPLE_LWS}")
     sample = yaml.safe_load(SAMPLE_LWS.read_text())
     name = unique("sample")
     sample["metadata"].update(name=name, namespace=NAMESPACE)
@@ -290,7 +289,7 @@ def test_a_sample_lws_runs_entirely_on_one_worker(mk, submit):
     worker = wait_until("both groups Ready on one worker", placed_on(mk, name, 2))
     for wl in members(mk, name):
         assert check_state(wl)["state"] == "Ready"
-        assert check_state(wl)["message"] == f'The workload was admitted on "{worker}"'
+        assert check_state(wl)["message"] == f'The workload was admitted on "{mk_cluster(worker)}"'
     wait_until(f"readyReplicas=2 on {worker}", remote_ready(mk, worker, name, 2))
     local = wait_until(
         "the manager's LWS readyReplicas=2 naming the worker", manager_shows(mk, name, worker, 2)

@@ -25,7 +25,7 @@ import yaml
 pytestmark = pytest.mark.realcluster
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE_LWS = REPO.parent / "shared" / "examples" / "sample-leaderworkerset.yaml"
+SAMPLE_LWS = REPO / "examples" / "sample-leaderworkerset.yaml"
 FLEET_DIR = Path(os.environ.get("AGENT_FLEET_DIR", "/dev/shm/kueue-federation-e2e-agents"))
 
 

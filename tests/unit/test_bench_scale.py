@@ -4,6 +4,7 @@ flatness and RSS targets, the table, and the plot files (with a tiny fake series
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -165,6 +166,21 @@ def test_a_series_survives_json(tmp_path):
     loaded, args = scale.load_series(path)
     assert loaded == points
     assert args["workers"] == [1, 3]
+
+
+def test_a_saved_series_holds_no_path_of_this_machine(tmp_path):
+    """Series go into docs/img: the default plots directory is kept relative to the repository, and
+    the fleet prefix, work directory and JSON path of the run are left out."""
+    path = tmp_path / "series.json"
+    argv = ["--workers", "1", "--work-dir", str(tmp_path / "w"), "--json", str(path)]
+    scale.save_series(path, [point(1, 1000, 1.0)], scale.parse_args(argv))
+    saved = json.loads(path.read_text())["args"]
+    assert saved["plots_dir"] == "docs/img"
+    assert not {"fleet_prefix", "work_dir", "json", "from_json"} & set(saved)
+    assert str(tmp_path) not in path.read_text()
+    elsewhere = scale.parse_args([*argv, "--plots-dir", str(tmp_path / "plots")])
+    scale.save_series(path, [point(1, 1000, 1.0)], elsewhere)
+    assert "plots_dir" not in json.loads(path.read_text())["args"]
 
 
 def test_plots_are_written_for_a_tiny_series(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import shlex
 import ssl
 import subprocess
 import sys
@@ -128,6 +129,11 @@ def test_stop_processes_kills_the_whole_group_and_only_recorded_binaries(tmp_pat
     assert proc.poll() is None
     localfleet.stop_processes([record], timeout=5)
     proc.wait(timeout=5)
+    # The group's other members are orphans once the leader is reaped: init reaps them in its own
+    # time (under load, after this test looks), so give it a few seconds.
+    deadline = time.monotonic() + 5
+    while any(localfleet.pid_alive(int(pid)) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
     for pid in children:
         assert not localfleet.pid_alive(int(pid))
 
@@ -250,17 +256,17 @@ def test_setup_multikueue_objects_follow_the_setup_guide():
     assert base64.b64decode(secrets[0]["data"]["kubeconfig"]).decode() == "kubeconfig of worker1\n"
     clusters = _objects(manager, "MultiKueueCluster")
     assert [(c["metadata"]["name"], c["spec"]) for c in clusters] == [
-        ("worker1", {"kubeConfig": {"locationType": "Secret", "location": "worker1-secret"}}),
-        ("worker2", {"kubeConfig": {"locationType": "Secret", "location": "worker2-secret"}}),
+        ("multikueue-test-worker1", {"kubeConfig": {"locationType": "Secret", "location": "worker1-secret"}}),
+        ("multikueue-test-worker2", {"kubeConfig": {"locationType": "Secret", "location": "worker2-secret"}}),
     ]
     (config,) = _objects(manager, "MultiKueueConfig")
-    assert config["metadata"]["name"] == "multikueue-config"
-    assert config["spec"] == {"clusters": ["worker1", "worker2"]}
+    assert config["metadata"]["name"] == "multikueue-test"
+    assert config["spec"] == {"clusters": ["multikueue-test-worker1", "multikueue-test-worker2"]}
     (check,) = _objects(manager, "AdmissionCheck")
     assert check["metadata"]["name"] == "sample-multikueue"
     assert check["spec"] == {
         "controllerName": "kueue.x-k8s.io/multikueue",
-        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue-config"},
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue-test"},
     }
     (cq,) = _objects(manager, "ClusterQueue")
     assert cq["spec"]["admissionChecks"] == ["sample-multikueue"]
@@ -268,6 +274,47 @@ def test_setup_multikueue_objects_follow_the_setup_guide():
     (lq,) = _objects(manager, "LocalQueue")
     assert lq["metadata"] == {"name": "user-queue", "namespace": "default"}
     assert all(d["apiVersion"] == "kueue.x-k8s.io/v1beta1" for d in manager if d["kind"] != "Secret")
+
+
+def test_the_examples_are_what_setup_multikueue_applies_to_a_default_fleet():
+    """examples/multikueue/ holds, for users of their own clusters, the objects `make up` applies to
+    its default fleet (two workers of 32 CPU / 128Gi), Secrets aside: those hold the fleet's
+    credentials and are created with kubectl from each worker's kubeconfig."""
+    workers = [localfleet.WorkerSetup(w, "32", "128Gi", "kubeconfig\n") for w in ("worker1", "worker2")]
+    plan = dict(localfleet.multikueue_setup_objects(workers))
+    examples = localfleet.REPO / "examples" / "multikueue"
+    worker = [d for d in yaml.safe_load_all((examples / "worker-setup.yaml").read_text()) if d]
+    manager = [d for d in yaml.safe_load_all((examples / "manager-setup.yaml").read_text()) if d]
+    assert worker == plan["worker1"] == plan["worker2"]
+    assert manager == [d for d in plan["manager"] if d["kind"] != "Secret"]
+    for secret in _objects(plan["manager"], "Secret"):
+        assert (
+            f"kubectl create secret generic {secret['metadata']['name']} -n kueue-system"
+            in (examples / "manager-setup.yaml").read_text()
+        )
+
+
+def test_multikueue_cluster_names_follow_the_guide_and_map_back_to_the_fleet():
+    assert localfleet.multikueue_cluster_name("worker1") == "multikueue-test-worker1"
+    assert localfleet.fleet_worker("multikueue-test-worker12") == "worker12"
+    assert localfleet.fleet_worker("elsewhere") == "elsewhere"
+    assert localfleet.fleet_worker("") == ""
+
+
+def test_the_guide_checks_print_each_active_condition_on_one_line():
+    lines = localfleet.guide_checks("kubectl", ["worker1", "worker2"])
+    assert [line.split(" -o ")[0] for line in lines] == [
+        "kubectl get clusterqueues cluster-queue",
+        "kubectl get admissionchecks sample-multikueue",
+        "kubectl get multikueuecluster multikueue-test-worker1",
+        "kubectl get multikueuecluster multikueue-test-worker2",
+    ]
+    # What a shell hands kubectl: the guide's jsonpath, quotes unescaped.
+    (arg,) = [a for a in shlex.split(lines[0]) if a.startswith("jsonpath=")]
+    assert arg == (
+        'jsonpath={range .status.conditions[?(@.type == "Active")]}'
+        "CQ - Active: {@.status} Reason: {@.reason} Message: {@.message}{'\\n'}{end}"
+    )
 
 
 def test_next_steps_submit_a_queued_job_and_watch_every_cluster():
@@ -393,9 +440,7 @@ spec:
 """
 
 
-def test_the_shared_sample_is_queued_in_the_fleets_local_queue():
-    if not localfleet.SAMPLE_LWS_FILE.is_file():
-        pytest.skip(f"no {localfleet.SAMPLE_LWS_FILE}")
+def test_the_example_sample_is_queued_in_the_fleets_local_queue():
     lws = localfleet.sample_lws_manifest(localfleet.SAMPLE_LWS_FILE.read_text())
     assert lws["metadata"]["namespace"] == "default"
     assert localfleet.lws_replicas(lws) == 2
@@ -481,10 +526,10 @@ def test_a_sample_that_does_not_get_ready_is_explained_by_its_workloads():
     assert "no Workload of s on the manager" in localfleet.describe_lws_workloads("s", workloads[1:])
 
 
-def test_without_the_sample_file_sample_lws_only_says_so(tmp_path, capsys):
+def test_sample_lws_refuses_a_missing_manifest(tmp_path):
     state = localfleet.State(tmp_path)
-    assert localfleet.sample_lws(state, tmp_path / "missing.yaml") is None
-    assert "no sample LeaderWorkerSet at" in capsys.readouterr().err
+    with pytest.raises(localfleet.FleetError, match=r"no LeaderWorkerSet manifest at .*missing\.yaml"):
+        localfleet.sample_lws(state, tmp_path / "missing.yaml")
 
 
 def test_sample_lws_refuses_a_fleet_without_the_manager(tmp_path):

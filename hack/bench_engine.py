@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end admission benchmark (issue 3): Kueue's scheduler "baseline" through a real kube-apiserver.
 
-It reproduces Kueue's performance harness (test/performance/scheduler, spec §5) against a fresh
-local cluster started with hack/localfleet.py (a manager cluster only: etcd, kube-apiserver,
+It reproduces Kueue's performance harness (test/performance/scheduler) against a fresh local
+cluster started with hack/localfleet.py (a manager cluster only: etcd, kube-apiserver,
 kube-controller-manager, our CRDs):
 
   generator  one ResourceFlavor `rf`, 5 cohorts x 6 ClusterQueues (cpu nominal 20, borrowingLimit

@@ -3,9 +3,9 @@
 """Give every CRD in deploy/crds its `v1beta2` version, written from its `v1beta1` one.
 
 The v1beta1 schema in each file is the source we edit by hand. This script derives the v1beta2
-schema from it with the renames of admission-engine-spec.md §1.8 and multikueue-spec.md §1.1 (the
-same ones kube_runtime/conversion.py applies to objects), makes v1beta2 the storage version, marks
-v1beta1 deprecated with upstream's warning (MultiKueueConfig excepted, as upstream), and points
+schema from it with upstream Kueue's v1beta1 -> v1beta2 renames (the same ones
+kube_runtime/conversion.py applies to objects), makes v1beta2 the storage version, marks v1beta1
+deprecated with upstream's warning (MultiKueueConfig excepted, as upstream), and points
 `spec.conversion` at the worker_agent's `/convert` webhook (Service `kueue-webhook-service` in
 `kueue-system`; the agent injects its CA bundle).
 

@@ -179,7 +179,7 @@ CONDITION_MESSAGE_LIMIT_BYTES = 32768
 TRUNCATION_SUFFIX = " ..."
 
 # =============================================================================================
-# Labels and annotations (admission-engine-spec §2.1)
+# Labels and annotations
 
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
@@ -252,7 +252,7 @@ PRIORITY_CLASS_SOURCE_WORKLOAD = "kueue.x-k8s.io/workloadpriorityclass"
 PRIORITY_CLASS_SOURCE_POD = "scheduling.k8s.io/priorityclass"
 
 # =============================================================================================
-# Finalizers (§2.2) and pod scheduling gates (§2.3)
+# Finalizers and pod scheduling gates
 
 FINALIZER_RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
 FINALIZER_MANAGED = LABEL_MANAGED  # pods: the same string as the managed label
@@ -262,7 +262,7 @@ SCHEDULING_GATE_TOPOLOGY = "kueue.x-k8s.io/topology"
 SCHEDULING_GATE_ELASTIC_JOB = ANNOTATION_ELASTIC_JOB
 
 # =============================================================================================
-# Spec enum values (§1)
+# Spec enum values
 
 QUEUEING_STRATEGY_STRICT_FIFO = "StrictFIFO"
 QUEUEING_STRATEGY_BEST_EFFORT_FIFO = "BestEffortFIFO"
@@ -313,7 +313,7 @@ QUOTA_CHECK_IGNORE_UNDECLARED = "IgnoreUndeclared"
 DEFAULT_KUEUE_NAMESPACE = "kueue-system"
 
 # =============================================================================================
-# Validation messages (CEL and webhooks, §1)
+# Validation messages (CEL and webhooks)
 
 MSG_FIELD_IS_IMMUTABLE = "field is immutable"
 MSG_BORROWING_LIMIT_NEEDS_COHORT = "must be nil when cohort is empty"
@@ -328,7 +328,7 @@ MSG_CLUSTER_NAME_EXCLUSIVE = "clusterName and nominatedClusterNames are mutually
 MSG_CLUSTER_NAME_NOT_NOMINATED = "when setting clusterName it must be one of the nominatedClusterNames"
 
 # =============================================================================================
-# ClusterQueue `Active` (§1.2)
+# ClusterQueue `Active`
 
 CQ_REASON_READY = "Ready"
 CQ_REASON_TERMINATING = "Terminating"
@@ -393,7 +393,7 @@ def cq_clause_multikueue_with_provisioning_request(multikueue_check: str, provis
 
 
 # =============================================================================================
-# LocalQueue `Active` (§1.3)
+# LocalQueue `Active`
 
 LQ_REASON_READY = "Ready"
 LQ_REASON_STOPPED = "Stopped"
@@ -405,7 +405,7 @@ LQ_MSG_STOPPED = "LocalQueue is stopped"
 LQ_MSG_CLUSTER_QUEUE_INACTIVE = "Can't submit new workloads to clusterQueue"  # also when it does not exist
 
 # =============================================================================================
-# Workload condition types (§2.4)
+# Workload condition types
 
 WORKLOAD_QUOTA_RESERVED = "QuotaReserved"
 WORKLOAD_ADMITTED = "Admitted"
@@ -418,7 +418,7 @@ WORKLOAD_DEACTIVATION_TARGET = "DeactivationTarget"
 WORKLOAD_WAITING_FOR_REPLACEMENT_PODS = "WaitingForReplacementPods"
 WORKLOAD_BLOCKED_ON_PREEMPTION_GATES = "BlockedOnPreemptionGates"
 
-# The conditions the `kueue-admission` status apply carries (§2.6).
+# The conditions the `kueue-admission` status apply carries.
 ADMISSION_STATUS_CONDITION_TYPES = (
     WORKLOAD_QUOTA_RESERVED,
     WORKLOAD_BLOCKED_ON_PREEMPTION_GATES,
@@ -580,7 +580,7 @@ MSG_NO_PODS_NEED_REPLACEMENT = "No pods need replacement"  # False, reason REASO
 REASON_PREEMPTION_GATED = "PreemptionGated"
 
 
-# --- Stop policies and missing queues (§3.14)
+# --- Stop policies and missing queues
 def cluster_queue_stopped_message(cluster_queue: str) -> str:
     """QuotaReserved=False/Suspended for a reserving, unadmitted workload of a stopped CQ."""
     return f"ClusterQueue {cluster_queue} is stopped"
@@ -603,7 +603,7 @@ def cluster_queue_missing_message(cluster_queue: str) -> str:
 
 
 # =============================================================================================
-# Event reasons (§2.5); messages where the spec gives them
+# Event reasons, and the messages that go with some of them
 
 EVENT_NORMAL = "Normal"
 EVENT_WARNING = "Warning"
@@ -677,14 +677,14 @@ EVENT_OWNER_REFERENCES_ADDED = "OwnerReferencesAdded"
 EVENT_WORKLOAD_NAME_CONFLICT = "WorkloadNameConflict"
 
 # =============================================================================================
-# Field managers (§2.6, multikueue §2.7)
+# Field managers
 
 FIELD_MANAGER_ADMISSION = "kueue-admission"
 FIELD_MANAGER_PODS_READY = "kueue-job-controller-PodsReady"
 FIELD_MANAGER_RECLAIMABLE_PODS = "kueue-reclaimable-pods"
 
 # =============================================================================================
-# MultiKueue names (multikueue-spec §1-2)
+# MultiKueue names
 
 # One string, several roles: the AdmissionCheck controllerName, the ACS field manager, the
 # spec.managedBy value of jobs run remotely, and the orchestrated-preemption gate name.
@@ -965,7 +965,7 @@ METRIC_LABEL_CLUSTER = "cluster"
 METRIC_LABEL_REPLICA_ROLE = "replica_role"
 
 # =============================================================================================
-# MultiKueue defaults and constants (multikueue-spec §0.4); durations in seconds
+# MultiKueue defaults and constants; durations in seconds
 
 DEFAULT_GC_INTERVAL = 60.0
 DEFAULT_ORIGIN = "multikueue"
@@ -1000,9 +1000,9 @@ def watch_establish_timeout(failed_attempts: int) -> float:
 
 
 # ---------------------------------------------------------------------------
-# Scheduler (engine) requeue reasons and inadmissible messages (admission spec §3.2, §3.4, §3.7)
+# Scheduler (engine) requeue reasons and inadmissible messages
 
-# Requeue reasons (RequeueIfNotPresent, §3.2). Internal to the queue manager, not written to the API.
+# Requeue reasons (RequeueIfNotPresent). Internal to the queue manager, not written to the API.
 REQUEUE_GENERIC = "Generic"
 REQUEUE_NO_FIT = "NoFit"
 REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"
@@ -1045,7 +1045,7 @@ def pending_preemption_suffix(count: int) -> str:
     return f". Pending the preemption of {count} workload(s)"
 
 
-# --- flavor assignment reasons (joined per PodSet, §3.4 "Message formats")
+# --- flavor assignment reasons (joined per PodSet)
 
 
 def couldnt_assign_flavors(podset: str, reasons: str) -> str:
@@ -1103,7 +1103,7 @@ def pods_ready_timeout_message(namespace: str, name: str) -> str:
 
 
 # ---------------------------------------------------------------------------
-# batch/v1 Job integration (admission spec §4.1, §4.2)
+# batch/v1 Job integration
 
 # Labels the Job controller puts on pod templates; the first three are left out of a Workload's
 # PodSet template (`batch.kubernetes.io/job-name` is kept), and must survive a template restore.
@@ -1150,7 +1150,7 @@ def pending_admission_checks_message(checks: Iterable[tuple[str, str]]) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Admission webhooks (admission spec §4.1-§4.4): registration names, paths and messages
+# Admission webhooks: registration names, paths and messages
 
 MUTATING_WEBHOOK_CONFIGURATION = Resource(
     "admissionregistration.k8s.io",
@@ -1265,7 +1265,7 @@ def warning_pod_managed_label_with_managed_owner() -> str:
 
 
 # =============================================================================================
-# ClusterProfile credentials (multikueue-spec §1.6 `multiKueue.clusterProfile`, §1.7)
+# ClusterProfile credentials (`multiKueue.clusterProfile`)
 
 # A ClusterProfile cluster extension whose data becomes the exec plugin's cluster config.
 CLUSTER_PROFILE_EXEC_EXTENSION = "client.authentication.k8s.io/exec"

@@ -1,8 +1,7 @@
 """Conversion between the two served forms of Kueue's objects: `kueue.x-k8s.io/v1beta1` (the form
 our processes work in) and `v1beta2` (the storage form, upstream's hub).
 
-The rules are upstream Kueue's (`apis/kueue/v1beta1/*_conversion.go` at v0.19.2; summary in
-admission-engine-spec.md §1.8 and multikueue-spec.md §1.1):
+The rules are upstream Kueue's (`apis/kueue/v1beta1/*_conversion.go` at v0.19.2):
 
 | kind | v1beta1 | v1beta2 |
 |---|---|---|

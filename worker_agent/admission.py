@@ -1,4 +1,4 @@
-"""The admission state of one cluster and the scheduling loop (spec §3.1-§3.4).
+"""The admission state of one cluster and the scheduling loop.
 
 `AdmissionState` keeps Kueue's two in-memory structures up to date from informer events: the
 cache (a `Snapshot` of quota and of every workload holding quota) and the queue manager (pending
@@ -47,7 +47,7 @@ log = structlog.get_logger("worker_agent.admission")
 Obj = dict[str, Any]
 
 PENDING_WRITE_ATTEMPTS = 5
-PENDING_WRITE_RETRY_SECONDS = 0.2  # inadmissible requeues are batched (§3.2)
+PENDING_WRITE_RETRY_SECONDS = 0.2  # inadmissible requeues are batched
 MAX_PARALLEL_PREEMPTIONS = 8
 # Admission and eviction writes in flight at most; the rest wait their turn in decision order.
 DECISION_WRITE_SLOTS = 32
@@ -97,7 +97,7 @@ def _priority_class_index(obj: Obj) -> tuple[str, ...]:
 def cluster_queue_active_state(
     cq: Obj, flavors: Iterable[str], checks: dict[str, Obj]
 ) -> tuple[bool, str, str]:
-    """(active, reason, message) of a ClusterQueue's Active condition (§1.2)."""
+    """(active, reason, message) of a ClusterQueue's Active condition."""
     if (cq.get("metadata") or {}).get("deletionTimestamp"):
         return False, api.CQ_REASON_TERMINATING, api.CQ_MSG_TERMINATING
     spec = cq.get("spec") or {}
@@ -521,7 +521,7 @@ class AdmissionState:
             self._notify_lq(f"{obj['metadata']['namespace']}/{queue}")
 
     def _route_workload(self, old: Obj | None, new: Obj) -> None:
-        """§3.1 event routing: into the cache, into the queues, or out of both."""
+        """Event routing: into the cache, into the queues, or out of both."""
         key = object_key(new)
         now = self.clock.now().timestamp()
         if (

@@ -1,4 +1,4 @@
-"""Workload status transitions over plain dicts (spec §2.4, §2.6, §3.10-§3.13), without I/O.
+"""Workload status transitions over plain dicts, without I/O.
 
 Every function edits a Workload dict in place and returns True when it changed something. The
 controllers and the scheduler loop copy the cached object, call these, and write the result with
@@ -27,7 +27,7 @@ from kube_runtime.features import DEFAULT_GATES, FeatureGates
 
 Obj = dict[str, Any]
 
-# The status fields the admission field manager owns (§2.6); an apply always carries all of them.
+# The status fields the admission field manager owns; an apply always carries all of them.
 MANAGED_CONDITION_TYPES = (
     api.WORKLOAD_QUOTA_RESERVED,
     api.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES,
@@ -131,7 +131,7 @@ def admission_gated(wl: Obj) -> bool:
 
 
 def is_admissible(wl: Obj) -> bool:
-    """May be queued (§3.1): not gated, finished, inactive, reserved, on hold or waiting for pods."""
+    """May be queued: not gated, finished, inactive, reserved, on hold or waiting for pods."""
     if admission_gated(wl) or is_finished(wl) or not is_active(wl) or has_quota_reservation(wl):
         return False
     reserved = condition(wl, api.WORKLOAD_QUOTA_RESERVED)
@@ -141,8 +141,8 @@ def is_admissible(wl: Obj) -> bool:
 
 
 def may_become_admissible(old: Obj, new: Obj) -> bool:
-    """Whether an update of a parked (inadmissible) Workload takes it back to the heap (§3.2
-    PushOrUpdate, Kueue's in-place update test): its generation or spec, its priority-boost
+    """Whether an update of a parked (inadmissible) Workload takes it back to the heap (Kueue's
+    PushOrUpdate and its in-place update test): its generation or spec, its priority-boost
     annotation, its reclaimable pods, or its Evicted or Requeued condition changed. Anything else,
     such as the scheduler's own QuotaReserved=False message, leaves it parked until a flush."""
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
@@ -159,7 +159,7 @@ def may_become_admissible(old: Obj, new: Obj) -> bool:
 
 
 def state_name(wl: Obj) -> str:
-    """Finished > Admitted > QuotaReserved > Pending (§0)."""
+    """Finished > Admitted > QuotaReserved > Pending."""
     if is_finished(wl):
         return "Finished"
     if is_admitted(wl):
@@ -206,7 +206,7 @@ def set_resource_requests(wl: Obj, requests: list[Obj]) -> bool:
 
 
 def set_quota_reservation(wl: Obj, admission: Obj, now: dt.datetime) -> bool:
-    """QuotaReserved=True with `admission`; Evicted/Preempted/BlockedOnPreemptionGates reset (§2.4)."""
+    """QuotaReserved=True with `admission`; Evicted/Preempted/BlockedOnPreemptionGates reset."""
     status = wl.setdefault("status", {})
     status["admission"] = admission
     status.pop("resourceRequests", None)  # published for pending workloads only
@@ -329,7 +329,7 @@ def unadmitted_reason(gates: FeatureGates, granular: str, legacy: str) -> str:
 
 
 def clear_reservation_after_eviction(wl: Obj, now: dt.datetime, gates: FeatureGates = DEFAULT_GATES) -> bool:
-    """What a job integration does once the evicted job has stopped (§3.11 step 2)."""
+    """What a job integration does once the evicted job has stopped."""
     evicted = condition(wl, api.WORKLOAD_EVICTED)
     if not evicted or evicted.get("status") != "True":
         return False
@@ -348,7 +348,7 @@ def clear_reservation_after_eviction(wl: Obj, now: dt.datetime, gates: FeatureGa
 
 
 def admission_status(wl: Obj) -> Obj:
-    """The part of `status` owned by the admission field manager (§2.6)."""
+    """The part of `status` owned by the admission field manager."""
     status = wl.get("status") or {}
     owned: Obj = {}
     for key in MANAGED_STATUS_FIELDS:
@@ -399,7 +399,7 @@ def status_working_copy(wl: Obj) -> Obj:
 def admission_checks_for(
     cq_spec: Obj, assigned_flavors: Iterable[str] | None, all_flavors: Iterable[str]
 ) -> set[str]:
-    """Checks that apply (§3.10): before admission those covering every CQ flavor; after, intersecting."""
+    """Checks that apply: before admission those covering every CQ flavor; after, intersecting."""
     rules: list[tuple[str, set[str]]] = []
     for name in cq_spec.get("admissionChecks") or ():
         rules.append((name, set()))
@@ -420,7 +420,7 @@ def admission_checks_for(
 
 
 def required_admission_checks(cq_spec: Obj, admission: Obj | None) -> set[str]:
-    """The ClusterQueue's checks that apply to a workload with (or without) this admission (§3.10)."""
+    """The ClusterQueue's checks that apply to a workload with (or without) this admission."""
     all_flavors = [f["name"] for rg in cq_spec.get("resourceGroups") or () for f in rg.get("flavors") or ()]
     assigned = None
     if admission:

@@ -323,7 +323,7 @@ class Cluster:
         )
 
     async def release_evicted(self, name: str) -> None:
-        """The job integration's step after eviction (§3.11): clear the reservation, set Requeued."""
+        """The job integration's step after eviction: clear the reservation, set Requeued."""
         from kube_runtime.clock import Clock
         from worker_agent import workload as wlstatus
 

@@ -1,5 +1,5 @@
-"""Basic admission on a real kube-apiserver (spec §6 A, J, K): queues, quota, status columns,
-and the upstream conditions for missing queues."""
+"""Basic admission on a real kube-apiserver: queues, quota, status columns, and the upstream
+conditions for missing queues."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Cohorts on a real kube-apiserver (spec §6 B, semantics §3.6 and §3.8): borrowing and its limits,
-lending limits, hierarchical Cohort objects, borrowing-level ordering, reclaim preemption, and the
-`borrowed` column of ClusterQueue status."""
+"""Cohorts on a real kube-apiserver: borrowing and its limits, lending limits, hierarchical Cohort
+objects, borrowing-level ordering, reclaim preemption, and the `borrowed` column of ClusterQueue
+status."""
 
 from __future__ import annotations
 

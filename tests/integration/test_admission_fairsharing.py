@@ -1,6 +1,5 @@
-"""Fair sharing on a real kube-apiserver (spec §6 G, semantics §3.8.3 and §3.9): admission follows
-the Dominant Resource Share, preemption reclaims towards a fair share, and ClusterQueues report
-`status.fairSharing.weightedShare`."""
+"""Fair sharing on a real kube-apiserver: admission follows the Dominant Resource Share, preemption
+reclaims towards a fair share, and ClusterQueues report `status.fairSharing.weightedShare`."""
 
 from __future__ import annotations
 

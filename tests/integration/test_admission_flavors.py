@@ -1,7 +1,7 @@
-"""Flavors, fungibility and queueing strategies on a real kube-apiserver (spec §6 C and D, semantics
-§3.2-§3.4 and §3.7): taints and tolerations, nodeLabels against nodeSelector and node affinity,
-whenCanBorrow / whenCanPreempt, the NoMatchingFlavor and ExceedsMaxQuota reasons, ResourceFlavor
-updates requeueing parked workloads, StrictFIFO against BestEffortFIFO, and namespaceSelector."""
+"""Flavors, fungibility and queueing strategies on a real kube-apiserver: taints and tolerations,
+nodeLabels against nodeSelector and node affinity, whenCanBorrow / whenCanPreempt, the
+NoMatchingFlavor and ExceedsMaxQuota reasons, ResourceFlavor updates requeueing parked workloads,
+StrictFIFO against BestEffortFIFO, and namespaceSelector."""
 
 from __future__ import annotations
 
@@ -331,7 +331,7 @@ async def test_node_labels_matching_the_selector_admit_parked_workloads(kube, cl
 
 
 # ---------------------------------------------------------------------------------------------------
-# §6 D: queueing strategies
+# Queueing strategies
 
 
 async def test_strict_fifo_admits_by_priority_and_blocks_behind_its_head(kube, cluster):

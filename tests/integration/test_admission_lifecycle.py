@@ -1,5 +1,5 @@
-"""Workload lifecycle on a real kube-apiserver (spec §6 A, F, H, I, J): preemption, admission
-checks, stop policies, deactivation, waitForPodsReady with requeue backoff, WorkloadPriorityClass."""
+"""Workload lifecycle on a real kube-apiserver: preemption, admission checks, stop policies,
+deactivation, waitForPodsReady with requeue backoff, WorkloadPriorityClass."""
 
 from __future__ import annotations
 

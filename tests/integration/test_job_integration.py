@@ -1,4 +1,4 @@
-"""batch/v1 Job integration against real clusters of the test fleet (spec §4.1, §4.2, §6 L).
+"""batch/v1 Job integration against real clusters of the test fleet.
 
 The manager cluster runs the Job controller but has no scheduler or nodes: pods of a started Job
 stay Pending, which keeps Jobs running for start, stop and eviction checks. Jobs that must finish

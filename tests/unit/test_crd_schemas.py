@@ -374,7 +374,7 @@ def test_quantity_pattern_rejects(value: str):
 
 
 # ---------------------------------------------------------------------------------------------
-# Fields, defaults and enums per kind (admission-engine-spec §1, multikueue-spec §1).
+# Fields, defaults and enums per kind.
 
 
 def test_cluster_queue_v1beta1_fields():

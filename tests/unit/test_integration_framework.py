@@ -1,5 +1,5 @@
-"""The job framework's pure parts (spec §4.1): Workload names and bodies, pod-set information,
-template merge and restore, and PodSet equivalence."""
+"""The job framework's pure parts: Workload names and bodies, pod-set information, template merge
+and restore, and PodSet equivalence."""
 
 from __future__ import annotations
 

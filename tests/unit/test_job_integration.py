@@ -1,4 +1,4 @@
-"""Pure parts of the batch/v1 Job integration (spec §4.2, §3.12, §3.15)."""
+"""Pure parts of the batch/v1 Job integration."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""MultiKueueCluster credentials (multikueue-spec §1.7, §3.1.3): Secret and Path sources, kubeconfig
-validation with the exact upstream error texts, and kubeconfigs built from ClusterProfiles."""
+"""MultiKueueCluster credentials: Secret and Path sources, kubeconfig validation with the exact
+upstream error texts, and kubeconfigs built from ClusterProfiles."""
 
 from __future__ import annotations
 

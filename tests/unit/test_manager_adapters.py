@@ -1,6 +1,6 @@
 """manager.adapters: the batch/v1 Job copy a worker gets, whether a manager Job is handed to
 MultiKueue, which local Workload a remote Job belongs to, and the ownership check that keeps the
-manager off objects it did not create (multikueue-spec §3.7)."""
+manager off objects it did not create."""
 
 from __future__ import annotations
 

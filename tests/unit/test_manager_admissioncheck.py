@@ -1,6 +1,5 @@
 """manager.admissioncheck: resolving a check's MultiKueueConfig with upstream's error texts, and
-the `Active` condition the controller writes (multikueue-spec §2.4, §3.3; upstream
-admissioncheck_test.go)."""
+the `Active` condition the controller writes (upstream admissioncheck_test.go)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """manager.config: the manager reads the worker_agent's Configuration with its own Lease name,
-parses and validates `multiKueue` (multikueue-spec §0.4, §1.6), and defaults feature gates as
-upstream does (§0.3)."""
+parses and validates `multiKueue`, and defaults feature gates as upstream does."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Workload groups and the LeaderWorkerSet adapter's pure parts: group membership and the
 primary, the remote LWS copy, the spec hash that keeps in-place updates from looping, and the
-Workload keys of a remote LWS (names must match the manager's exactly, §4.7)."""
+Workload keys of a remote LWS (names must match the manager's exactly)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """manager.dispatch.incremental: `stepSize` more workers per 5-minute round, in the config's order
-(or alphabetical), until none are left (multikueue-spec §3.5.2; upstream
-incrementaldispatcher_test.go)."""
+(or alphabetical), until none are left (upstream incrementaldispatcher_test.go)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""manager.remote: the reconnect backoff schedule, the watch-establish timeout, the connection
-state the worker-lost grace period reads, and `refresh` honouring its backoff window
-(multikueue-spec §0.4, §3.1.4; upstream TestReconnectBackoff, TestConnectionStateTransitions,
-TestActiveConditionSurfacesBackoff, TestEstablishBackoffSchedule)."""
+"""manager.remote: the reconnect backoff schedule, the watch-establish timeout, the connection state
+the worker-lost grace period reads, and `refresh` honouring its backoff window (upstream
+TestReconnectBackoff, TestConnectionStateTransitions, TestActiveConditionSurfacesBackoff,
+TestEstablishBackoffSchedule)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """manager.workload's pure helpers: the owner GVK string adapters are keyed by, which worker's
-copy wins (§3.4.2), the remote Workload copy (cloneForCreate, §3.4.6) and the spec comparisons
-that decide between patching and re-dispatching a copy."""
+copy wins, the remote Workload copy (upstream's cloneForCreate) and the spec comparisons that
+decide between patching and re-dispatching a copy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The admission webhooks' defaulting and validation (spec §4.1-§4.4), without a cluster."""
+"""The admission webhooks' defaulting and validation, without a cluster."""
 
 from __future__ import annotations
 

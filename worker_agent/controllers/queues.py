@@ -1,5 +1,5 @@
 """ClusterQueue and LocalQueue status, ResourceFlavor/AdmissionCheck/ClusterQueue finalizers, and
-WorkloadPriorityClass propagation (spec §1.2, §1.3, §1.6, §2.2, §3.16).
+WorkloadPriorityClass propagation.
 
 Status is derived from the admission state (the cache and the queue manager), never from a
 second bookkeeping, and written with server-side apply only when it differs.
@@ -29,7 +29,7 @@ Obj = dict[str, Any]
 # Status writes of these controllers; Kueue's own ClusterQueue/LocalQueue controllers use plain
 # updates, which record the binary's name as manager.
 FIELD_MANAGER_QUEUES = "kueue"
-WORKLOAD_EVENT_BATCH_SECONDS = 1.0  # workload-driven queue status updates are batched (§3.16)
+WORKLOAD_EVENT_BATCH_SECONDS = 1.0  # workload-driven queue status updates are batched
 
 
 def _flavor_usage(
@@ -186,7 +186,7 @@ class QueueStatusControllers:
     # -- Cohort ----------------------------------------------------------------------------------
 
     async def reconcile_cohort(self, name: str) -> Result | None:
-        """`status.fairSharing.weightedShare` of a Cohort object when fair sharing is on (§1.4)."""
+        """`status.fairSharing.weightedShare` of a Cohort object when fair sharing is on."""
         cohort = self.state.cohorts.get(name)
         if cohort is None or self.state.config.fair_sharing is None:
             return None
@@ -345,7 +345,7 @@ class QueueStatusControllers:
     # -- WorkloadPriorityClass -------------------------------------------------------------------
 
     async def reconcile_priority_class(self, name: str) -> Result | None:
-        """A WPC's value is copied to `spec.priority` of every Workload that references it (§1.6)."""
+        """A WPC's value is copied to `spec.priority` of every Workload that references it."""
         wpc = self.state.priority_classes.get(name)
         if wpc is None:
             return None

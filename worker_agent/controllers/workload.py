@@ -1,5 +1,5 @@
-"""The Workload controller (spec §2.4, §3.10-§3.14): everything about a Workload's admission status
-that is not the scheduler's own decision.
+"""The Workload controller: everything about a Workload's admission status that is not the
+scheduler's own decision.
 
 One reconcile per Workload key, level-triggered: it reads the cached object, computes the next
 status with `worker_agent.workload`, and writes it with one strict server-side apply (a conflict
@@ -80,7 +80,7 @@ class WorkloadController:
         wl = wlstatus.status_working_copy(cached)  # below, only the status changes
         name, namespace = wl["metadata"]["name"], wl["metadata"]["namespace"]
 
-        # --- deactivation (§3.13)
+        # --- deactivation
         if not wlstatus.is_active(wl):
             return await self._reconcile_inactive(wl, now)
         target = wlstatus.condition(wl, api.WORKLOAD_DEACTIVATION_TARGET)
@@ -102,7 +102,7 @@ class WorkloadController:
         cq_name = self.state.cluster_queue_for(wl)
         cq = self.state.cluster_queues.get(cq_name) if cq_name else None
 
-        # --- admission checks (§3.10)
+        # --- admission checks
         if cq is not None:
             admission = (wl.get("status") or {}).get("admission")
             required = wlstatus.required_admission_checks(cq.get("spec") or {}, admission)
@@ -264,7 +264,7 @@ class WorkloadController:
     async def _reconcile_queue_state(
         self, wl: Obj, lq: Obj | None, cq: Obj | None, cq_name: str | None, now: dt.datetime
     ) -> Result | None:
-        """Stop policies and missing queues for a workload holding quota (§3.14)."""
+        """Stop policies and missing queues for a workload holding quota."""
         lq_policy = ((lq or {}).get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE
         cq_policy = ((cq or {}).get("spec") or {}).get("stopPolicy") or api.STOP_POLICY_NONE
         queue = (wl.get("spec") or {}).get("queueName", "")
@@ -376,7 +376,7 @@ class WorkloadController:
     def _queue_problems(
         self, wl: Obj, lq: Obj | None, cq: Obj | None, cq_name: str | None, now: dt.datetime
     ) -> bool:
-        """A pending workload whose LocalQueue or ClusterQueue is missing or inactive (§6 J)."""
+        """A pending workload whose LocalQueue or ClusterQueue is missing or inactive."""
         queue = (wl.get("spec") or {}).get("queueName")
         if not queue:
             return False

@@ -1,4 +1,4 @@
-"""Dominant Resource Share (spec §3.9)."""
+"""Dominant Resource Share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Flavor assignment (spec §3.7): pick one flavor per (PodSet, resource group) of a ClusterQueue.
+"""Flavor assignment: pick one flavor per (PodSet, resource group) of a ClusterQueue.
 
 Flavors are scanned in order; each is checked for eligibility (exists, taints tolerated, node
 labels compatible with nodeSelector / required node affinity) and quota fit, then ranked by

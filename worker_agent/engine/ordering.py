@@ -1,4 +1,4 @@
-"""Pending workloads per ClusterQueue: the heap of §3.3 and the requeue rules of §3.2.
+"""Pending workloads per ClusterQueue: the heap and the requeue rules of Kueue's queue manager.
 
 Each ClusterQueue has an active heap (priority desc, queue-order timestamp asc, UID), an
 inadmissible map for parked workloads and an inflight slot. The heap is lazy: updates push a new
@@ -23,12 +23,12 @@ REQUEUE_LONG_BATCH_SECONDS = 10.0
 
 
 def queue_order_key(wl: WorkloadInfo) -> tuple:
-    """Heap order (§3.3 rules 3-5): higher priority, then earlier queue-order timestamp, then UID."""
+    """Heap order: higher priority, then earlier queue-order timestamp, then UID."""
     return (-wl.priority, wl.order_time, wl.uid or wl.key)
 
 
 def backoff_expired(wl: WorkloadInfo, now: float) -> bool:
-    """Requeued=False or a future requeueAt keeps a workload out of the heap (§3.2 step 3)."""
+    """Requeued=False or a future requeueAt keeps a workload out of the heap."""
     if wl.requeued_false:
         return False
     return wl.requeue_at is None or wl.requeue_at <= now
@@ -169,7 +169,7 @@ class ClusterQueuePending:
     # -- operations ------------------------------------------------------------------------------
 
     def push_or_update(self, wl: WorkloadInfo, now: float = 0.0) -> None:
-        """A workload added or updated by an event (§3.2 PushOrUpdate)."""
+        """A workload added or updated by an event (Kueue's PushOrUpdate)."""
         if self.inflight is not None and self.inflight.key == wl.key:
             self.inflight = wl
             return
@@ -185,7 +185,7 @@ class ClusterQueuePending:
         self._heap_push(wl)
 
     def update_parked(self, wl: WorkloadInfo) -> bool:
-        """§3.2 PushOrUpdate, step 2: a parked workload updated without a change that could make it
+        """Part of Kueue's PushOrUpdate: a parked workload updated without a change that could make it
         admissible keeps its place among the parked ones, with the new copy. False when not parked."""
         if wl.key not in self.inadmissible:
             return False
@@ -214,7 +214,7 @@ class ClusterQueuePending:
         return wl
 
     def requeue_if_not_present(self, wl: WorkloadInfo, reason: str, now: float = 0.0) -> bool:
-        """Put back a head the scheduler did not admit (§3.2). Returns True when it went to the heap."""
+        """Put back a head the scheduler did not admit. Returns True when it went to the heap."""
         if self.inflight is not None and self.inflight.key == wl.key:
             self.inflight = None
         if wl.key in self.items or wl.key in self.inadmissible:
@@ -261,9 +261,9 @@ class ClusterQueuePending:
         return self.items.get(key) or self.inadmissible.get(key)
 
     def flush_inadmissible(self, now: float = 0.0, namespace_matches=None) -> int:
-        """§3.2 inadmissible flush: every parked workload goes back to the heap if its backoff has
-        expired at `now` and `namespace_matches` accepts it. Lazily (see `_release_next`): returns
-        how many parked workloads were released for that check."""
+        """Inadmissible flush: every parked workload goes back to the heap if its backoff has expired
+        at `now` and `namespace_matches` accepts it. Lazily (see `_release_next`): returns how many
+        parked workloads were released for that check."""
         self._moved_hashes.clear()
         self._flushed_since_pop = True
         self._flush_now, self._flush_filter = now, namespace_matches
@@ -278,7 +278,7 @@ class ClusterQueuePending:
 
 
 class QueueManager:
-    """All ClusterQueues' pending structures, with the pop-one-head-per-CQ step of §3.4."""
+    """All ClusterQueues' pending structures, with the pop-one-head-per-CQ step of a scheduling cycle."""
 
     def __init__(self) -> None:
         self.queues: dict[str, ClusterQueuePending] = {}
@@ -357,8 +357,8 @@ class QueueManager:
 
 
 def requeue_scope(snapshot: Snapshot, cq_name: str) -> str:
-    """What one flush request covers (§3.2): a ClusterQueue without a cohort flushes itself, one
-    in a cohort flushes its whole tree, so requests are batched per root cohort."""
+    """What one flush request covers: a ClusterQueue without a cohort flushes itself, one in a
+    cohort flushes its whole tree, so requests are batched per root cohort."""
     cq = snapshot.cluster_queues.get(cq_name)
     if cq is None or cq.parent is None:
         return f"ClusterQueue/{cq_name}"

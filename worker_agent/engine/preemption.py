@@ -1,5 +1,4 @@
-"""Preemption targets: classic (§3.8.1-3.8.2) and fair sharing (§3.8.3), plus the flavor
-assigner's preemption oracle.
+"""Preemption targets: classic and fair sharing, plus the flavor assigner's preemption oracle.
 
 Every search simulates victims' removal on the snapshot's usage and restores it before returning.
 """
@@ -58,7 +57,7 @@ class _Candidate:
 
 
 def policy_allows(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
-    """§3.8.1 table, on effective priorities."""
+    """Whether `policy` lets the preemptor preempt the candidate, on effective priorities."""
     if policy == api.PREEMPTION_ANY:
         return True
     if policy == api.PREEMPTION_LOWER_PRIORITY:
@@ -80,7 +79,7 @@ def uses_resources(wl: WorkloadInfo, frs: Iterable[FlavorResource]) -> bool:
 
 
 def candidate_order_key(preemptor_cq: str):
-    """§3.8.2.3: evicted first, other CQs first, lower priority, most recently reserved, UID."""
+    """Candidate order: evicted first, other CQs first, lower priority, most recently reserved, UID."""
 
     def key(wl: WorkloadInfo) -> tuple:
         return (
@@ -442,7 +441,7 @@ class Preemptor:
     def _next_target_cq(
         self, cq: ClusterQueue, root: QuotaNode, by_cq: Mapping[str, deque], frs
     ) -> ClusterQueue | None:
-        """Descend from the root into the child with the highest DRS (§3.8.3.3)."""
+        """Descend from the root into the child with the highest DRS."""
         if not isinstance(root, Cohort):
             return cq if cq.name in by_cq else None
         preemptor_path = set(id(n) for n in cq.path_parent_to_root())

@@ -1,4 +1,4 @@
-"""Per-PodSet request computation ("quota computation", spec §3.5).
+"""Per-PodSet request computation ("quota computation").
 
 Pipeline for one pod template: LimitRange defaults -> limits as requests -> effective pod request
 (max of regular+sidecar containers and the init-container peaks, plus overhead; pod-level requests
@@ -41,7 +41,7 @@ class Transformation:
 
 @dataclass(frozen=True)
 class RequestConfig:
-    """The parts of the Configuration that change request computation (§1.9)."""
+    """The parts of the Configuration that change request computation."""
 
     exclude_resource_prefixes: tuple[str, ...] = ()
     transformations: tuple[Transformation, ...] = ()
@@ -122,7 +122,7 @@ def pod_requests(
     limit_ranges: LimitRangeDefaults | None = None,
     runtime_class_overhead: Mapping[str, Any] | None = None,
 ) -> QuantityMap:
-    """The Kubernetes effective pod request, with Kueue's adjustments (§3.5.1-2), as exact values.
+    """The Kubernetes effective pod request, with Kueue's adjustments, as exact values.
 
     `runtime_class_overhead` is the RuntimeClass `overhead.podFixed` of the pod's runtimeClassName,
     used only when the pod spec has no `overhead` of its own.
@@ -169,7 +169,7 @@ def pod_requests(
 
 
 def apply_config(requests: QuantityMap, config: RequestConfig) -> QuantityMap:
-    """Drop excluded prefixes, then apply transformations (§3.5.3-4)."""
+    """Drop excluded prefixes, then apply transformations."""
     if config.exclude_resource_prefixes:
         requests = {
             name: qty
@@ -202,7 +202,7 @@ def apply_config(requests: QuantityMap, config: RequestConfig) -> QuantityMap:
 
 
 def to_resource_list(quantities: Mapping[str, Fraction]) -> res.ResourceList:
-    """Engine units, negatives floored to 0 (§3.5.5)."""
+    """Engine units, negatives floored to 0."""
     return {name: max(0, res.to_amount(name, qty)) for name, qty in quantities.items()}
 
 
@@ -238,7 +238,7 @@ def podset_requests(
     runtime_class_overhead: Mapping[str, Any] | None = None,
     config: RequestConfig | None = None,
 ) -> PodSetRequests:
-    """Requests of a Workload `spec.podSets[]` entry (§3.5.1-5)."""
+    """Requests of a Workload `spec.podSets[]` entry."""
     template_spec = (podset.get("template") or {}).get("spec") or {}
     per_pod = to_resource_list(
         apply_config(
@@ -272,7 +272,7 @@ def _required_affinity_terms(pod_spec: Mapping[str, Any]) -> tuple[tuple[Mapping
 def admitted_podset_requests(
     assignment: Mapping[str, Any], podset: Mapping[str, Any] | None, reclaimable: int = 0
 ) -> PodSetRequests:
-    """Requests of an admitted PodSet from status.admission.podSetAssignments (§3.5.6, dynamic reclaim)."""
+    """Requests of an admitted PodSet from status.admission.podSetAssignments (dynamic reclaim)."""
     admitted_count = int(assignment.get("count") if assignment.get("count") is not None else 1)
     usage = res.resource_list_from_api(assignment.get("resourceUsage"))
     per_pod = {name: (amount // admitted_count if admitted_count else 0) for name, amount in usage.items()}

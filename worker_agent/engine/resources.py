@@ -1,10 +1,10 @@
 """Kubernetes quantities as exact integers, and ResourceList arithmetic.
 
 The engine counts cpu in millicores and every other resource in integer base units (bytes, pods,
-devices), rounding up like Go's `Quantity.MilliValue()` / `Value()` (spec §3.5.5). Formatting back
-follows apimachinery's canonical `Quantity.String()` as Kueue's ResourceFormatter uses it: cpu as a
-DecimalSI milli quantity, memory / ephemeral-storage / hugepages-* as BinarySI re-parsed, anything
-else DecimalSI.
+devices), rounding up like Go's `Quantity.MilliValue()` / `Value()`. Formatting back follows
+apimachinery's canonical `Quantity.String()` as Kueue's ResourceFormatter uses it: cpu as a DecimalSI
+milli quantity, memory / ephemeral-storage / hugepages-* as BinarySI re-parsed, anything else
+DecimalSI.
 """
 
 from __future__ import annotations

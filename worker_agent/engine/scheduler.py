@@ -1,4 +1,4 @@
-"""One scheduling cycle (spec §3.4) over one snapshot, returning decisions instead of writing them.
+"""One scheduling cycle over one snapshot, returning decisions instead of writing them.
 
 The cycle pops one head per active ClusterQueue, nominates (validation, flavor assignment,
 preemption targets), orders the entries (classic or the fair-sharing tournament), then processes
@@ -76,7 +76,7 @@ class CycleResult:
         return [d for d in self.decisions if isinstance(d, Requeue)]
 
     def progressed(self) -> bool:
-        """Whether the next cycle should start immediately (§3.4)."""
+        """Whether the next cycle should start immediately."""
         return any(isinstance(d, Admit | Preempt) for d in self.decisions)
 
 
@@ -318,7 +318,7 @@ class Scheduler:
     def _partial_admission(
         self, wl: WorkloadInfo, cq: ClusterQueue
     ) -> tuple[Assignment, list[Target]] | None:
-        """Binary search for the largest counts (>= minCount) that fit or can preempt (§3.7)."""
+        """Binary search for the largest counts (>= minCount) that fit or can preempt."""
         deltas = [ps.count - ps.min_count if ps.min_count is not None else 0 for ps in wl.podsets]
         total_delta = sum(deltas)
         if total_delta <= 0:
@@ -347,7 +347,7 @@ class Scheduler:
         return self._fair_order(entries)
 
     def _fair_order(self, entries: list[_Entry]) -> list[_Entry]:
-        """The fair-sharing tournament (§3.9). Re-evaluated after each pick, since shares change."""
+        """The fair-sharing tournament. Re-evaluated after each pick, since shares change."""
         remaining = list(entries)
         order: list[_Entry] = []
         while remaining:
@@ -548,7 +548,7 @@ def _fits_or_preempts(assignment: Assignment, targets: list[Target]) -> bool:
 
 
 def _capacity_to_reserve(cq: ClusterQueue, assignment: Assignment) -> dict[FlavorResource, int]:
-    """Capacity a Preempt entry without candidates holds for this cycle (§3.4 step 5.3)."""
+    """Capacity a Preempt entry without candidates holds for this cycle."""
     reserved: dict[FlavorResource, int] = {}
     for fr, request in assignment.usage.items():
         usage = cq.usage.get(fr, 0)

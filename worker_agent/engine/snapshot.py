@@ -1,4 +1,4 @@
-"""The in-memory model the scheduler works on, and the quota arithmetic of spec §3.6.
+"""The in-memory model the scheduler works on, and the quota arithmetic of ClusterQueues and cohorts.
 
 One `Snapshot` holds ResourceFlavors, ClusterQueues, Cohorts (flat v1beta1 cohorts named by
 `spec.cohort`, plus optional Cohort objects with `parentName` and their own quota) and every
@@ -456,7 +456,7 @@ def _condition(obj: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
 def queue_order_time(
     obj: Mapping[str, Any], requeuing_timestamp: str = api.REQUEUING_TIMESTAMP_EVICTION
 ) -> float:
-    """The queue-order timestamp of §3.3 rule 4 (PrioritySortingWithinCohort on)."""
+    """The queue-order timestamp (PrioritySortingWithinCohort on)."""
     evicted = _condition(obj, api.WORKLOAD_EVICTED)
     if evicted is not None and evicted.get("status") == api.CONDITION_TRUE:
         reason = evicted.get("reason")
@@ -500,7 +500,7 @@ class Admission:
 
 @dataclass
 class LastAssignment:
-    """Flavor scan progress kept between cycles (§3.7 step 2)."""
+    """Flavor scan progress kept between cycles."""
 
     tried_flavor_idx: list[dict[str, int]]
     cluster_queue_generation: int
@@ -561,7 +561,7 @@ class WorkloadInfo:
         return f"{self.namespace}/{self.name}"
 
     def scheduling_hash(self) -> tuple:
-        """Equivalence key of §3.2: priority plus, per PodSet, name, count, requests, minCount and shape."""
+        """Equivalence key: priority plus, per PodSet, name, count, requests, minCount and shape."""
         if self._hash is None:
             self._hash = (
                 self.priority,
@@ -602,7 +602,7 @@ class WorkloadInfo:
         requeuing_timestamp: str = api.REQUEUING_TIMESTAMP_EVICTION,
         pending_podsets: list[PodSetRequests] | None = None,
     ) -> WorkloadInfo:
-        """Build from a Workload API dict; admitted usage comes from status.admission (§3.5.6).
+        """Build from a Workload API dict; admitted usage comes from status.admission.
 
         `pending_podsets`, if given, are the requests computed earlier for the same spec, limit
         ranges and overheads (request computation is most of the cost of an informer event)."""
@@ -676,7 +676,7 @@ class WorkloadInfo:
 
 
 def holds_quota(obj: Mapping[str, Any]) -> bool:
-    """A workload in the cache: reserved (admission set), not finished, not deactivated (§3.1)."""
+    """A workload in the cache: reserved (admission set), not finished, not deactivated."""
     if not (obj.get("status") or {}).get("admission"):
         return False
     if (obj.get("spec") or {}).get("active") is False:
@@ -810,7 +810,7 @@ class Snapshot:
 
 
 def _compute_subtree(node: QuotaNode) -> None:
-    """SubtreeQuota and localQuota bottom-up (§3.6)."""
+    """SubtreeQuota and localQuota bottom-up."""
     if isinstance(node, Cohort):
         subtree = {fr: q.nominal for fr, q in node.quotas.items()}
         for child in node.children():

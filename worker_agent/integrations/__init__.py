@@ -1,5 +1,5 @@
 """Job integrations: they turn user objects (batch/v1 Jobs, LeaderWorkerSets, pod groups) into
-Workloads and start or stop them as the Workloads are admitted or evicted (spec §4).
+Workloads and start or stop them as the Workloads are admitted or evicted.
 
 Each integration is a class taking the Agent; its constructor builds informers and controllers
 and hands them to `agent.register(...)`.

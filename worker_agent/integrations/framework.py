@@ -1,5 +1,5 @@
-"""What every job integration shares (spec §4.1): Workload names, Workload bodies, priority
-resolution, and the pod-set information injected at start and removed at stop. Pure functions.
+"""What every job integration shares: Workload names, Workload bodies, priority resolution, and
+the pod-set information injected at start and removed at stop. Pure functions.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def new_workload(
 
 
 # ------------------------------------------------------------------------------------------------
-# Pod-set information (§4.1 Start/Stop)
+# Pod-set information (job start and stop)
 
 
 def podset_infos(workload: Obj, flavors: Mapping[str, Obj]) -> dict[str, Obj]:
@@ -129,7 +129,7 @@ def podset_infos(workload: Obj, flavors: Mapping[str, Obj]) -> dict[str, Obj]:
     admission = status.get("admission") or {}
     cq = admission.get("clusterQueue", "")
     queue = (workload.get("spec") or {}).get("queueName", "")
-    # A Workload dispatched here by a MultiKueue manager marks its pods (multikueue-spec §3.6).
+    # A Workload dispatched here by a MultiKueue manager marks its pods.
     wl_labels = (workload.get("metadata") or {}).get("labels") or {}
     multikueue_copy = bool(wl_labels.get(api.LABEL_MULTIKUEUE_ORIGIN))
     infos: dict[str, Obj] = {}
@@ -229,7 +229,7 @@ def restore_template(template: Obj, original: Obj, keep_label_keys: Iterable[str
 
 
 # ------------------------------------------------------------------------------------------------
-# PodSet building and equivalence (§4.1 "Workload creation", "Matching and equivalence")
+# PodSet building and equivalence
 
 
 def template_for_podset(template: Obj | None, drop_label_keys: Iterable[str] = ()) -> Obj:

@@ -1,7 +1,7 @@
-"""batch/v1 Jobs (spec §4.1, §4.2): one Workload `job-<name>-<hash5>` per managed Job, with one
-PodSet `main`. The Job starts (unsuspended, flavor nodeSelector and tolerations injected) when its
-Workload is Admitted and is stopped (suspended, template restored) when the Workload is evicted;
-the reservation is released once no pod of the Job is active. A finished Job finishes its Workload.
+"""batch/v1 Jobs: one Workload `job-<name>-<hash5>` per managed Job, with one PodSet `main`. The Job
+starts (unsuspended, flavor nodeSelector and tolerations injected) when its Workload is Admitted and
+is stopped (suspended, template restored) when the Workload is evicted; the reservation is released
+once no pod of the Job is active. A finished Job finishes its Workload.
 
 A Job is managed when its namespace matches `managedJobsNamespaceSelector`, it is run by the
 built-in Job controller (or is a MultiKueue job, `spec.managedBy: kueue.x-k8s.io/multikueue`), and
@@ -118,7 +118,7 @@ def is_indexed(job: Obj) -> bool:
 
 
 def is_suspended(job: Obj) -> bool:
-    """Suspended, and not in the middle of being stopped by us (§4.2)."""
+    """Suspended, and not in the middle of being stopped by us."""
     return (job.get("spec") or {}).get("suspend") is True and _annotations(job).get(
         api.ANNOTATION_STOPPING
     ) != api.VALUE_TRUE
@@ -198,7 +198,7 @@ def parse_indexes(text: str | None) -> set[int]:
 
 
 def reclaimable_count(job: Obj) -> int:
-    """Pods that will not run again (§3.15): parallelism - max(completions - terminal, 0), when smaller."""
+    """Pods that will not run again: parallelism - max(completions - terminal, 0), when smaller."""
     running = parallelism(job)
     if running <= 1:
         return 0
@@ -232,7 +232,7 @@ def desired_reclaimable_pods(job: Obj, wl: Obj) -> list[Obj]:
 
 
 def pods_ready_condition(job: Obj, wl: Obj) -> tuple[str, str, str]:
-    """(status, reason, message) of the Workload's PodsReady condition (§3.12 step 1)."""
+    """(status, reason, message) of the Workload's PodsReady condition."""
     previous = wlstatus.condition(wl, api.WORKLOAD_PODS_READY)
     previous_reason = (previous or {}).get("reason")
     if not wlstatus.is_admitted(wl):
@@ -253,7 +253,7 @@ def managed_by(job: Obj) -> str:
 
 
 def equivalent(job: Obj, wl: Obj, flavors: dict[str, Obj]) -> bool:
-    """Does the Workload describe this Job (§4.1 "Matching and equivalence")?"""
+    """Does the Workload describe this Job?"""
     spec = wl.get("spec") or {}
     if spec.get("maximumExecutionTimeSeconds") != max_execution_seconds(job):
         return False

@@ -1,6 +1,6 @@
-"""LeaderWorkerSet (spec §4.4): one Workload per group index, `leaderworkerset-<name>-<i>-<hash5>`,
-with PodSets `leader` and `worker` (or `main`), and the LWS's pods labelled so that the pod-group
-integration runs each group as a serving group with that prebuilt Workload.
+"""LeaderWorkerSet: one Workload per group index, `leaderworkerset-<name>-<i>-<hash5>`, with PodSets
+`leader` and `worker` (or `main`), and the LWS's pods labelled so that the pod-group integration
+runs each group as a serving group with that prebuilt Workload.
 
 On a worker cluster an LWS carrying the MultiKueue origin label gets no Workloads from here: the
 copies the manager sends are adopted, and names hash the manager's LWS UID (annotation
@@ -268,7 +268,7 @@ class LeaderWorkerSetIntegration:
         )
 
     async def _label_pods(self, lws: Obj, key: str) -> None:
-        """Give each pod of a group the pod-group identity of its Workload (§4.4 "Pods")."""
+        """Give each pod of a group the pod-group identity of its Workload."""
         size = str(int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size") or 1))
         queue = (lws["metadata"].get("labels") or {}).get(api.LABEL_QUEUE_NAME)
         for pod in self.pods.by_index(INDEX_LWS_PODS, key):

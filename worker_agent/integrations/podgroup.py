@@ -1,8 +1,8 @@
-"""Pod groups (spec §4.3): pods carrying `kueue.x-k8s.io/pod-group-name` and
+"""Pod groups: pods carrying `kueue.x-k8s.io/pod-group-name` and
 `kueue.x-k8s.io/pod-group-total-count` run as one Workload. The pod webhook gates them with
-`kueue.x-k8s.io/admission`; this reconciler ungates a group's pods (adding the flavors'
-nodeSelector and tolerations) once its Workload is admitted, deletes them on eviction, reports
-PodsReady and finishes non-serving groups.
+`kueue.x-k8s.io/admission`; this reconciler ungates a group's pods (adding the flavors' nodeSelector
+and tolerations) once its Workload is admitted, deletes them on eviction, reports PodsReady and
+finishes non-serving groups.
 
 LeaderWorkerSet groups are serving groups with a prebuilt Workload (the LWS integration creates
 the Workloads and labels the pods); plain pod groups get a Workload named after the group.

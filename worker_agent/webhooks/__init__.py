@@ -1,6 +1,6 @@
-"""Kueue's admission webhooks (spec §4.1-§4.4) served by the worker_agent on every replica:
-defaulting and validation of batch/v1 Jobs, Pods and LeaderWorkerSets, over HTTPS with
-self-managed certificates (see `certs`).
+"""Kueue's admission webhooks served by the worker_agent on every replica: defaulting and validation
+of batch/v1 Jobs, Pods and LeaderWorkerSets, over HTTPS with self-managed certificates (see
+`certs`).
 
 `setup_webhooks(agent)` builds the server from the agent's configuration and informer caches; the
 agent starts it right after its health server (`await agent.webhook_server.start()`).

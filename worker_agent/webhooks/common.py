@@ -1,7 +1,7 @@
-"""What every job webhook shares (spec §4.1, Kueue's jobframework): the default LocalQueue and
-WorkloadPriorityClass, suspend-on-create, the MultiKueue `managedBy` default, and the label rules
-of the validating webhooks. Pure functions over an object, a `Lookups` view of the informer caches
-and the facts the server resolved with API calls (`Facts`).
+"""What every job webhook shares (Kueue's jobframework): the default LocalQueue and
+WorkloadPriorityClass, suspend-on-create, the MultiKueue `managedBy` default, and the label rules of
+the validating webhooks. Pure functions over an object, a `Lookups` view of the informer caches and
+the facts the server resolved with API calls (`Facts`).
 
 Before the caches have synced, nothing here reads them: defaulting that needs a cache is skipped
 and validation that needs one passes (the rest still applies), so a starting replica can answer.
@@ -169,7 +169,7 @@ def managed_without_queue_name(config: Configuration, facts: Facts) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# Defaulting (mutating webhooks, §4.1 steps 1-3)
+# Defaulting (mutating webhooks)
 
 
 def apply_default_local_queue(
@@ -216,7 +216,7 @@ def should_suspend(obj: Obj, config: Configuration, facts: Facts) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# Validation shared by the job kinds (§4.1 "Validating webhook")
+# Validation shared by the job kinds
 
 
 def validate_queue_name(obj: Obj) -> list[FieldError]:

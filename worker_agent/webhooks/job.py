@@ -1,4 +1,4 @@
-"""batch/v1 Job webhooks (spec §4.1, §4.2): defaulting on create and validation on create/update.
+"""batch/v1 Job webhooks: defaulting on create and validation on create/update.
 
 Defaulting, in order: the namespace's default LocalQueue, the default WorkloadPriorityClass,
 `spec.suspend: true` for a Job Kueue will manage, and `spec.managedBy: kueue.x-k8s.io/multikueue`
@@ -28,7 +28,7 @@ def _spec(job: Obj) -> Obj:
 
 
 def is_suspended(job: Obj) -> bool:
-    """Suspended, and not merely being stopped by Kueue (§4.2)."""
+    """Suspended, and not merely being stopped by Kueue."""
     return bool(_spec(job).get("suspend")) and (
         common.annotations_of(job).get(api.ANNOTATION_STOPPING) != api.VALUE_TRUE
     )

@@ -1,4 +1,4 @@
-"""LeaderWorkerSet webhooks (spec §4.4).
+"""LeaderWorkerSet webhooks.
 
 Defaulting stamps the pod templates of a managed LWS so that the pod webhook gates its pods
 without queue checks and the pod-group integration treats each group as a serving group: the

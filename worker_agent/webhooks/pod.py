@@ -1,4 +1,4 @@
-"""Pod webhooks (spec §4.3): Kueue-managed pods are created gated.
+"""Pod webhooks: Kueue-managed pods are created gated.
 
 A pod is managed when its namespace matches `managedJobsNamespaceSelector`, no ancestor is managed
 by Kueue, and it has a queue name (possibly the namespace's default) or manageJobsWithoutQueueName

@@ -130,7 +130,7 @@ def test_parked_heaps_do_not_grow_with_updates_of_parked_workloads():
 
 
 def test_a_parked_workload_updated_in_place_stays_parked_until_a_flush():
-    """§3.2 PushOrUpdate step 2: an update that cannot make it admissible keeps it parked."""
+    """Kueue's PushOrUpdate: an update that cannot make it admissible keeps it parked."""
     q = ClusterQueuePending("cq")
     q.push_or_update(workload("large", "cq", cpu="5", priority=200, created=1))
     q.push_or_update(workload("small", "cq", cpu="1", created=2))

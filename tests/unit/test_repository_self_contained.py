@@ -5,6 +5,7 @@ included."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import subprocess
@@ -13,8 +14,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# Never part of the project: the virtualenv, caches, build output.
-SKIPPED_DIRS = {".git", ".venv", "build", "__pycache__", ".pytest_cache", ".ruff_cache"}
 
 # Built from pieces, so that this file does not match itself.
 SIBLING = "../" + "shared"
@@ -27,9 +26,17 @@ PARENT = str(REPO.parent).rstrip("/") + "/"
 PARENT_PATH = re.compile(START + re.escape(PARENT)) if PARENT != "/" else None
 
 
+def ignored_patterns() -> list[str]:
+    """The names .gitignore leaves out (the virtualenv, caches, build output), and .git itself."""
+    lines = (REPO / ".gitignore").read_text().splitlines() if (REPO / ".gitignore").is_file() else []
+    return [".git"] + [
+        line.strip().rstrip("/") for line in lines if line.strip() and not line.startswith("#")
+    ]
+
+
 def project_files() -> list[Path]:
-    """What git tracks or would track (ignored files aside); without git (a copy of the tree), every
-    file outside the skipped directories."""
+    """What git tracks or would track (ignored files aside); without git (a copy of the tree, as
+    .ci/run makes), every file none of whose path parts .gitignore names."""
     if (REPO / ".git").exists():
         out = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -38,10 +45,12 @@ def project_files() -> list[Path]:
             check=True,
         ).stdout
         return [REPO / name for name in out.decode().split("\0") if name and (REPO / name).is_file()]
+    patterns = ignored_patterns()
     return [
         p
         for p in REPO.rglob("*")
-        if p.is_file() and not SKIPPED_DIRS.intersection(p.relative_to(REPO).parts[:-1])
+        if p.is_file()
+        and not any(fnmatch.fnmatch(part, pat) for part in p.relative_to(REPO).parts for pat in patterns)
     ]
 
 

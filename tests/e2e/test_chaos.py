@@ -52,8 +52,17 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name, mk_cluster, own_fleet
-from test_localfleet import _localfleet_module
+from fleet_kit import (
+    CHECK,
+    MANAGER,
+    NAMESPACE,
+    QUEUE,
+    Fleet,
+    cluster_name,
+    localfleet_module,
+    mk_cluster,
+    own_fleet,
+)
 from test_multikueue_lws_e2e import WORKER_LOST_TIMEOUT, lws_manifest
 
 from kube_runtime import api
@@ -307,7 +316,7 @@ def http_ok(url: str) -> bool:
 def start_standby_manager(fleet: Fleet) -> str:
     """A second `python -m manager` with the first one's command and config, on new ports, under
     the supervisor and recorded in state.json (so `down` stops it). Returns its component name."""
-    localfleet = _localfleet_module()
+    localfleet = localfleet_module()
     state = localfleet.State.load(fleet.run_dir)
     first = record_of(fleet, MANAGER, "manager")
     health = f"127.0.0.1:{localfleet.free_port()}"

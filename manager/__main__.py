@@ -12,9 +12,10 @@ import structlog
 from kube_runtime import features
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
-from manager.config import load_manager_config
+from manager.config import load_manager_config, parse_manager_config
 from manager.manager import LeadershipLost, Manager
 from worker_agent.config import ConfigError, with_feature_gate_flag
+from worker_agent.operator_config import RESTART, OperatorConfig, add_arguments, reexec
 
 log = structlog.get_logger("manager")
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster credentials when omitted")
     parser.add_argument("--context", help="kubeconfig context (default: the current context)")
     parser.add_argument("--config", help="a config.kueue.x-k8s.io/v1beta1 Configuration YAML file")
+    add_arguments(parser)
     parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
     parser.add_argument(
         "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
@@ -42,13 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def amain(args: argparse.Namespace) -> int:
+    operator = OperatorConfig.from_args(args, parse_manager_config)
     try:
-        config = with_feature_gate_flag(load_manager_config(args.config), args.feature_gates)
+        if operator is None:
+            config = with_feature_gate_flag(load_manager_config(args.config), args.feature_gates)
+        else:  # the Kueue object: a file is checked before connecting, the cluster's object after
+            config = with_feature_gate_flag(operator.preliminary(), args.feature_gates)
+            if args.kueue_cr:
+                config = with_feature_gate_flag(await operator.load(), args.feature_gates)
     except ConfigError as exc:
         print(f"manager: {exc}", file=sys.stderr)
         return 2
-    for warning in config.warnings:
-        log.warning("configuration", warning=warning)
     if not config.features.enabled(features.MULTIKUEUE):
         print(
             "manager: the MultiKueue feature gate is off: there is nothing for the manager to run",
@@ -60,6 +66,16 @@ async def amain(args: argparse.Namespace) -> int:
     except Exception as exc:
         print(f"manager: cannot load cluster credentials: {exc}", file=sys.stderr)
         return 2
+    if operator is not None and args.kueue_cr_from_cluster:
+        try:
+            config = with_feature_gate_flag(await operator.load(kube), args.feature_gates)
+        except Exception as exc:
+            print(f"manager: {exc}", file=sys.stderr)
+            await kube.close()
+            await events_kube.close()
+            return 2
+    for warning in config.warnings:
+        log.warning("configuration", warning=warning)
     try:
         manager = Manager(
             kube,
@@ -71,7 +87,17 @@ async def amain(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"manager: {exc}", file=sys.stderr)
         return 2
-    return await run_until_signalled(manager.run, [kube, events_kube], LeadershipLost)
+    restart = False
+
+    async def run() -> None:
+        nonlocal restart
+        if operator is None:
+            await manager.run()
+        else:  # until the Kueue object maps to another Configuration
+            restart = await operator.run_until_changed(manager.run, kube)
+
+    code = await run_until_signalled(run, [kube, events_kube], LeadershipLost)
+    return RESTART if restart else code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,9 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(args.log_level, json=args.log_format == "json")
     try:
-        return asyncio.run(amain(args))
+        code = asyncio.run(amain(args))
     except KeyboardInterrupt:
         return 0
+    if code == RESTART:  # the Kueue object's Configuration changed: start again with the same argv
+        try:
+            reexec("manager", argv)
+        except OSError as exc:
+            print(f"manager: cannot restart: {exc}", file=sys.stderr)
+            return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
 from worker_agent.agent import Agent, LeadershipLost
 from worker_agent.config import ConfigError, load_config, with_feature_gate_flag
+from worker_agent.operator_config import RESTART, OperatorConfig, add_arguments, reexec
 
 log = structlog.get_logger("worker_agent")
 
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster credentials when omitted")
     parser.add_argument("--context", help="kubeconfig context (default: the current context)")
     parser.add_argument("--config", help="a config.kueue.x-k8s.io/v1beta1 Configuration YAML file")
+    add_arguments(parser)
     parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
     parser.add_argument(
         "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
@@ -52,18 +54,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def amain(args: argparse.Namespace) -> int:
+    operator = OperatorConfig.from_args(args)
     try:
-        config = with_feature_gate_flag(load_config(args.config), args.feature_gates)
+        if operator is None:
+            config = with_feature_gate_flag(load_config(args.config), args.feature_gates)
+        else:  # the Kueue object: a file is checked before connecting, the cluster's object after
+            config = operator.preliminary()
+            if args.kueue_cr:
+                config = await operator.load()
     except ConfigError as exc:
         print(f"worker_agent: {exc}", file=sys.stderr)
         return 2
-    for warning in config.warnings:
-        log.warning("configuration", warning=warning)
     try:
         kube, events_kube = await load_clients(args.kubeconfig, args.context, config.qps, config.burst)
     except Exception as exc:
         print(f"worker_agent: cannot load cluster credentials: {exc}", file=sys.stderr)
         return 2
+    if operator is not None:
+        try:
+            if args.kueue_cr_from_cluster:
+                config = await operator.load(kube)
+            config = with_feature_gate_flag(config, args.feature_gates)
+        except Exception as exc:
+            print(f"worker_agent: {exc}", file=sys.stderr)
+            await kube.close()
+            await events_kube.close()
+            return 2
+    for warning in config.warnings:
+        log.warning("configuration", warning=warning)
     decision_log = None
     if args.decision_log:
         try:  # opened once at start-up, before any controller runs; closed below
@@ -79,12 +97,22 @@ async def amain(args: argparse.Namespace) -> int:
         events_kube=events_kube,
         decision_log=decision_log,
     )
-    run = agent.serve_webhooks_only if args.webhooks_only else agent.run
+    serve = agent.serve_webhooks_only if args.webhooks_only else agent.run
+    restart = False
+
+    async def run() -> None:
+        nonlocal restart
+        if operator is None:
+            await serve()
+        else:  # until the Kueue object maps to another Configuration
+            restart = await operator.run_until_changed(serve, kube)
+
     try:
-        return await run_until_signalled(run, [kube, events_kube], LeadershipLost)
+        code = await run_until_signalled(run, [kube, events_kube], LeadershipLost)
     finally:
         if decision_log is not None:
             decision_log.close()
+    return RESTART if restart else code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,9 +122,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(args.log_level, json=args.log_format == "json")
     try:
-        return asyncio.run(amain(args))
+        code = asyncio.run(amain(args))
     except KeyboardInterrupt:
         return 0
+    if code == RESTART:  # the Kueue object's Configuration changed: start again with the same argv
+        try:
+            reexec("worker_agent", argv)
+        except OSError as exc:
+            print(f"worker_agent: cannot restart: {exc}", file=sys.stderr)
+            return 1
+    return code
 
 
 if __name__ == "__main__":

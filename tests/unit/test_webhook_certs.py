@@ -20,7 +20,12 @@ from worker_agent.webhooks import certs
 from worker_agent.webhooks.review import apply_json_patch
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-DNS = ["kueue-webhook-service.kueue-system.svc", "kueue-webhook-service.kueue-system.svc.cluster.local"]
+DNS = [
+    "kueue-webhook-service.kueue-system.svc",
+    "kueue-webhook-service.kueue-system.svc.cluster.local",
+    "kueue-visibility-server.kueue-system.svc",
+    "kueue-visibility-server.kueue-system.svc.cluster.local",
+]
 IPS = ["127.0.0.1"]
 
 
@@ -73,13 +78,19 @@ def test_webhook_configuration_fields_are_read_and_checked():
         parse_config({"webhook": {"certdir": "/x"}})
 
 
-def test_serving_names_cover_the_service_and_a_literal_host():
+def test_serving_names_cover_the_services_and_a_literal_host():
     assert certs.serving_names(parse_config({})) == (DNS, [])
     assert certs.serving_names(parse_config({"webhook": {"host": "127.0.0.1"}})) == (DNS, IPS)
     assert certs.serving_names(parse_config({"webhook": {"host": "0.0.0.0"}})) == (DNS, [])
     named = certs.serving_names(parse_config({"namespace": "q", "webhook": {"host": "hooks.example"}}))
     assert named == (
-        ["kueue-webhook-service.q.svc", "kueue-webhook-service.q.svc.cluster.local", "hooks.example"],
+        [
+            "kueue-webhook-service.q.svc",
+            "kueue-webhook-service.q.svc.cluster.local",
+            "kueue-visibility-server.q.svc",
+            "kueue-visibility-server.q.svc.cluster.local",
+            "hooks.example",
+        ],
         [],
     )
 

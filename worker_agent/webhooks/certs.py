@@ -2,7 +2,10 @@
 does it: a CA and a serving certificate kept in one Secret (default `kueue-webhook-server-cert` in
 the configuration's namespace) so that every replica serves the same certificate, written to
 `webhook.certDir` as tls.crt / tls.key, renewed before it expires, and the CA bundle patched into
-our Mutating- and ValidatingWebhookConfiguration.
+our Mutating- and ValidatingWebhookConfiguration, our CRDs' conversion webhook and the visibility
+API's APIServices. The visibility server (worker_agent/visibility.py) serves the same certificate:
+it also names the visibility Service, which the kube-apiserver's aggregator dials as
+`<service>.<namespace>.svc`.
 
 Rotation keeps clients working throughout: the serving certificate (one year) is re-issued by the
 same CA when fewer than 30 days remain. When the CA itself (ten years) nears its end a new CA is
@@ -33,6 +36,8 @@ from kube_runtime import api
 from kube_runtime.client import ApiError, Conflict, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
 from worker_agent.config import Configuration
+from worker_agent.visibility import APISERVICE_NAMES
+from worker_agent.visibility import SERVICE_NAME as VISIBILITY_SERVICE_NAME
 
 log = structlog.get_logger("worker_agent.webhooks.certs")
 
@@ -229,10 +234,13 @@ def renew(
 
 
 def serving_names(config: Configuration) -> tuple[list[str], list[str]]:
-    """DNS names and IP addresses the serving certificate covers: the webhook Service's in-cluster
-    names, plus `webhook.host` when it names one address (e.g. 127.0.0.1 for a local fleet)."""
-    service, namespace = config.webhook_service_name, config.namespace
-    dns = [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+    """DNS names and IP addresses the serving certificate covers: the webhook Service's and the
+    visibility Service's in-cluster names, plus `webhook.host` when it names one address (e.g.
+    127.0.0.1 for a local fleet)."""
+    namespace = config.namespace
+    dns = []
+    for service in (config.webhook_service_name, VISIBILITY_SERVICE_NAME):
+        dns += [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
     ips: list[str] = []
     host = config.webhook_host
     if host and host not in ("0.0.0.0", "::"):
@@ -295,6 +303,7 @@ class CertManager(_CertFiles):
             (api.VALIDATING_WEBHOOK_CONFIGURATION, api.VALIDATING_WEBHOOK_CONFIGURATION_NAME),
         ),
         conversion_crds: Sequence[str] = api.KUEUE_CRD_NAMES,
+        api_services: Sequence[str] = APISERVICE_NAMES,
         margin: dt.timedelta = ROTATION_MARGIN,
     ) -> None:
         self.kube = kube
@@ -306,6 +315,7 @@ class CertManager(_CertFiles):
         self.dns_names, self.ip_addresses = serving_names(config)
         self.webhook_configurations = list(webhook_configurations)
         self.conversion_crds = list(conversion_crds)
+        self.api_services = list(api_services)
         self.margin = margin
         self.bundle: CertBundle | None = None
         self.stored = False  # the bundle is the one in the Secret (not a local stand-in)
@@ -414,6 +424,15 @@ class CertManager(_CertFiles):
             if client_config.get("caBundle") != wanted:
                 paths = ["/spec/conversion/webhook/clientConfig/caBundle"]
                 await self._add_bundle(api.CUSTOM_RESOURCE_DEFINITION, obj, paths, wanted)
+        for name in self.api_services:
+            obj = await self._read(api.API_SERVICE, name)
+            spec = (obj or {}).get("spec") or {}
+            service = spec.get("service") or {}
+            ours = (
+                service.get("name") == VISIBILITY_SERVICE_NAME and service.get("namespace") == self.namespace
+            )
+            if ours and spec.get("caBundle") != wanted and not spec.get("insecureSkipTLSVerify"):
+                await self._add_bundle(api.API_SERVICE, obj, ["/spec/caBundle"], wanted)
 
     def _addresses_us(self, client_config: Obj | None) -> bool:
         """A conversion webhook reaches this agent: our Service in our namespace, or a URL on our

@@ -452,6 +452,13 @@ class VisibilityServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests_total += 1
+        try:
+            return await self._serve(request)
+        except Exception as exc:  # a bug: answer as the apiserver does, and keep serving
+            log.exception("visibility request failed", path=request.path)
+            return _json(request, 500, internal_error_status(str(exc) or type(exc).__name__))
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         if path in ALWAYS_ALLOWED_PATHS:
             return web.Response(text="ok")

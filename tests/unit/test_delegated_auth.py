@@ -185,8 +185,9 @@ def test_status_bodies_are_the_apiservers():
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": 'clusterqueues.visibility.kueue.x-k8s.io "cq" is forbidden: User "someone" cannot get '
-        'resource "clusterqueues/pendingworkloads" in API group "visibility.kueue.x-k8s.io" at the cluster scope',
+        "message": 'clusterqueues.visibility.kueue.x-k8s.io "cq" is forbidden: User "someone" cannot '
+        'get resource "clusterqueues/pendingworkloads" in API group "visibility.kueue.x-k8s.io" '
+        "at the cluster scope",
         "reason": "Forbidden",
         "details": {"name": "cq", "group": "visibility.kueue.x-k8s.io", "kind": "clusterqueues"},
         "code": 403,

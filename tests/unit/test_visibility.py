@@ -36,9 +36,7 @@ def wl_obj(name: str, priority: int, created: int, *, lq: str = "lq", namespace:
         "spec": {
             "queueName": lq,
             "priority": priority,
-            "podSets": [
-                {"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}
-            ],
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}],
         },
     }
 
@@ -126,7 +124,9 @@ def test_cluster_queue_items_positions_and_the_upstream_item_shape():
             "name": "a0",
             "namespace": "ns",
             "creationTimestamp": "2026-01-01T00:00:01Z",
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "job-a0", "uid": "job-uid-a0"}],
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "job-a0", "uid": "job-uid-a0"}
+            ],
         },
         "priority": 9,
         "localQueueName": "a",
@@ -156,9 +156,9 @@ def test_local_queue_items_count_their_own_positions_and_the_cluster_queues():
     assert [i["positionInLocalQueue"] for i in items] == [0, 1, 2]
     assert [i["positionInClusterQueue"] for i in items] == [0, 2, 3]
     sliced = visibility.local_queue_items(PENDING, "ns", "a", 1, 1, object_of)
-    assert [(i["metadata"]["name"], i["positionInLocalQueue"], i["positionInClusterQueue"]) for i in sliced] == [
-        ("a1", 1, 2)
-    ]
+    assert [
+        (i["metadata"]["name"], i["positionInLocalQueue"], i["positionInClusterQueue"]) for i in sliced
+    ] == [("a1", 1, 2)]
     assert names(visibility.local_queue_items(PENDING, "other", "a", 1000, 0, object_of)) == ["other-a0"]
     assert visibility.local_queue_items(PENDING, "ns", "a", 5, 3, object_of) == []
     assert visibility.local_queue_items(PENDING, "ns", "nobody", 5, 0, object_of) == []
@@ -237,7 +237,10 @@ def test_summary_and_not_found_bodies():
 
 def test_discovery_documents():
     group = visibility.api_group()
-    assert group["preferredVersion"] == {"groupVersion": "visibility.kueue.x-k8s.io/v1beta2", "version": "v1beta2"}
+    assert group["preferredVersion"] == {
+        "groupVersion": "visibility.kueue.x-k8s.io/v1beta2",
+        "version": "v1beta2",
+    }
     assert [v["version"] for v in group["versions"]] == ["v1beta2", "v1beta1"]
     resources = visibility.api_resource_list("v1beta1")
     assert resources["groupVersion"] == "visibility.kueue.x-k8s.io/v1beta1"

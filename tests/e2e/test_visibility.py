@@ -240,6 +240,21 @@ def test_limit_offset_and_local_queues(fleet, queue):
     assert positions(lq_b["items"]) == [("w-mid-1", 1, 0, "lq-b", 20), ("w-low", 3, 1, "lq-b", 5)]
 
 
+def test_the_setup_guides_cluster_queue_answers_on_every_cluster(fleet):
+    """`kubectl get --raw .../clusterqueues/cluster-queue/pendingworkloads`, the documented call, on
+    the manager and the worker (setup-multikueue made `cluster-queue` on both; nothing waits there)."""
+    for cluster in ("manager", *fleet.workers):
+        summary = raw_json(
+            fleet, cluster, f"/apis/{GROUP}/v1beta1/clusterqueues/cluster-queue/pendingworkloads"
+        )
+        assert summary == {
+            "kind": "PendingWorkloadsSummary",
+            "apiVersion": f"{GROUP}/v1beta1",
+            "metadata": {},
+            "items": [],
+        }
+
+
 def test_errors_are_upstreams_on_every_cluster(fleet, queue):
     ns, _ = queue
     for cluster in ("manager", WORKER):

@@ -146,6 +146,18 @@ def test_a_certificate_missing_a_name_is_reissued():
     assert certs.rotation_reason(certs.renew(broken, DNS, IPS, NOW), DNS, IPS, NOW) is None
 
 
+def test_a_certificate_of_another_ca_with_the_same_name_is_reissued():
+    """Every CA we make has the same subject: a serving certificate of a former CA differs from the
+    current one's only by its signature (cryptography's InvalidSignature), and is renewed."""
+    old = certs.renew(None, DNS, IPS, NOW)
+    current = certs.renew(None, DNS, IPS, NOW)
+    mixed = certs.CertBundle(current.ca_cert, current.ca_key, old.tls_cert, old.tls_key)
+    assert (
+        certs.rotation_reason(mixed, DNS, IPS, NOW)
+        == "the serving certificate is not signed by the current CA"
+    )
+
+
 def test_bundle_round_trips_through_secret_data():
     bundle = certs.renew(None, DNS, IPS, NOW)
     assert certs.CertBundle.from_secret({"data": bundle.to_secret_data()}) == bundle

@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -193,7 +194,7 @@ def rotation_reason(
         return "the serving certificate is not valid yet"
     try:
         serving.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, x509.InvalidSignature):
+    except (ValueError, TypeError, InvalidSignature):
         return "the serving certificate is not signed by the current CA"
     sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     have_dns = set(sans.get_values_for_type(x509.DNSName))

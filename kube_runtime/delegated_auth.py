@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import structlog
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kube_runtime import api
@@ -129,8 +130,6 @@ class RequestHeaderSettings:
     def trust_pem(self) -> str:
         """The CAs a TLS server should accept client certificates from (both kinds; `authenticate`
         then tells them apart)."""
-        from cryptography.hazmat.primitives import serialization
-
         return "".join(
             c.public_bytes(serialization.Encoding.PEM).decode()
             for c in self.requestheader_cas + self.client_cas

@@ -40,7 +40,6 @@ from kube_runtime.delegated_auth import (
     RequestHeaderAuthenticator,
     ResourceAttributes,
     SubjectAccessReviewer,
-    UserInfo,
     forbidden_status,
     internal_error_status,
     status,
@@ -490,10 +489,10 @@ class VisibilityServer:
             return _json(request, 500, internal_error_status(str(exc)))
         if not decision.allowed:
             return _json(request, 403, forbidden_status(user, attributes, decision.reason))
-        code, body = self.answer(request.method, path, request.query, user)
+        code, body = self.answer(request.method, path, request.query)
         return _json(request, code, body)
 
-    def answer(self, method: str, path: str, query: Any, user: UserInfo | None = None) -> tuple[int, Obj]:
+    def answer(self, method: str, path: str, query: Any) -> tuple[int, Obj]:
         """The response to an authenticated, authorized request."""
         cq, lq = _CQ_PATH.match(path), _LQ_PATH.match(path)
         version = (cq or lq)["version"] if (cq or lq) else ""

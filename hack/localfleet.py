@@ -1650,8 +1650,11 @@ class FleetUp:
                     f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
                     f"--config={cfg}",
                     "--log-format=console",
-                    f"--visibility-bind-address=127.0.0.1:{c.ports['agent-visibility']}",
-                    *(["--webhooks-only"] if webhooks_only else []),
+                    *(
+                        ["--webhooks-only"]
+                        if webhooks_only
+                        else [f"--visibility-bind-address=127.0.0.1:{c.ports['agent-visibility']}"]
+                    ),
                 ],
                 env=project_env(),
             )
@@ -1709,7 +1712,7 @@ class FleetUp:
         wait_for(
             f"{c.name}: APIService {VISIBILITY_GROUP} Available",
             available,
-            60,
+            120,
             interval=0.5,
             procs=self.procs(c.name, AGENT_COMPONENT),
         )

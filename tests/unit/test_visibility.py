@@ -275,3 +275,106 @@ def test_discovery_documents():
         },
     ]
     assert visibility.api_group_list()["groups"][0]["name"] == "visibility.kueue.x-k8s.io"
+
+
+# ------------------------------------------------------------------------------------------------
+# The server's answers, over a real AdmissionState whose informers were filled as a list fills them
+
+UNREACHABLE = {
+    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+    "users": [{"name": "u", "user": {"token": "t"}}],
+    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    "current-context": "c",
+}
+
+
+async def listed(informer: Any, objects: list[Obj]) -> None:
+    """What an informer's first list does: the store replaced, handlers told, synced."""
+    for event in informer.store.replace(objects):
+        await informer._dispatch(event)
+    informer._synced.set()
+
+
+@pytest.fixture
+async def server():
+    from multidict import MultiDict
+
+    from kube_runtime.client import KubeClient
+    from worker_agent.admission import AdmissionState
+    from worker_agent.config import parse_config
+
+    kube = await KubeClient.from_kubeconfig_dict(UNREACHABLE, request_timeout=2, connect_timeout=1)
+    state = AdmissionState(kube, parse_config({}))
+    srv = visibility.VisibilityServer(kube, visibility.PendingWorkloads(state), certificates=None)
+
+    def get(path: str, method: str = "GET", **query: str) -> tuple[int, Obj]:
+        return srv.answer(method, path, MultiDict(query))
+
+    yield state, get
+    await kube.close()
+
+
+async def test_answers_before_and_after_the_caches_sync(server):
+    state, get = server
+    cq_path = "/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/cq/pendingworkloads"
+    code, body = get(cq_path)
+    assert (code, body["reason"]) == (503, "ServiceUnavailable")
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": []},
+    }
+    lqs = [
+        {"metadata": {"name": lq, "namespace": ns}, "spec": {"clusterQueue": cq_name}}
+        for lq, ns, cq_name in (("a", "ns", "cq"), ("b", "ns", "cq"), ("orphan", "ns", "gone"))
+    ]
+    await listed(state.cluster_queues, [cq])
+    await listed(state.local_queues, lqs)
+    await listed(
+        state.workloads,
+        [wl_obj("late", 1, 9, lq="a"), wl_obj("first", 7, 1, lq="b"), wl_obj("second", 1, 2, lq="a")],
+    )
+    code, body = get(cq_path)
+    assert code == 200 and names(body["items"]) == ["first", "second", "late"]
+    assert body["items"][1]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "job-second", "uid": "job-uid-second"}
+    ]
+    code, body = get(cq_path, limit="1", offset="1")
+    assert names(body["items"]) == ["second"]
+    lq_path = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/ns/localqueues/a/pendingworkloads"
+    code, body = get(lq_path)
+    assert body["apiVersion"] == "visibility.kueue.x-k8s.io/v1beta2"
+    assert [
+        (i["metadata"]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"]) for i in body["items"]
+    ] == [
+        ("second", 1, 0),
+        ("late", 2, 1),
+    ]
+    # A LocalQueue of a ClusterQueue that does not exist: no items. Missing queues: upstream's 404s.
+    orphan = get("/apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/ns/localqueues/orphan/pendingworkloads")
+    assert orphan == (200, visibility.summary("v1beta1", []))
+    code, body = get("/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/none/pendingworkloads")
+    assert (code, body["message"]) == (404, 'clusterqueue.visibility.kueue.x-k8s.io "none" not found')
+    code, body = get(
+        "/apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/other/localqueues/a/pendingworkloads"
+    )
+    assert (code, body["message"]) == (404, 'localqueue.visibility.kueue.x-k8s.io "a" not found')
+    code, body = get(cq_path, limit="x")
+    assert (code, body["reason"], body["message"]) == (
+        400,
+        "BadRequest",
+        'strconv.ParseInt: parsing "x": invalid syntax',
+    )
+
+
+async def test_discovery_paths_methods_and_unknown_versions(server):
+    _, get = server
+    assert get("/apis")[1]["kind"] == "APIGroupList"
+    assert get("/apis/visibility.kueue.x-k8s.io")[1] == visibility.api_group()
+    assert get("/apis/visibility.kueue.x-k8s.io/v1beta2/")[1] == visibility.api_resource_list("v1beta2")
+    assert get("/apis/visibility.kueue.x-k8s.io/v1alpha1")[0] == 404
+    code, body = get("/apis/visibility.kueue.x-k8s.io/v1alpha1/clusterqueues/cq/pendingworkloads")
+    assert (code, body["message"]) == (404, "the server could not find the requested resource")
+    code, body = get("/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/cq/pendingworkloads", "POST")
+    assert (code, body["reason"]) == (405, "MethodNotAllowed")

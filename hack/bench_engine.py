@@ -1243,6 +1243,8 @@ def agent_engine(
         f"127.0.0.1:{metrics_port}",
         "--health-probe-bind-address",
         f"127.0.0.1:{health_port}",
+        "--visibility-bind-address",
+        "0",  # no visibility API (it would listen on :8082): the benchmark measures admission only
     ]
     if decision_log is not None:
         cmd += ["--decision-log", str(decision_log)]

@@ -103,6 +103,12 @@ OUR_CRDS = REPO / "deploy" / "crds"
 OUR_WEBHOOKS = REPO / "deploy" / "webhooks"
 CONVERT_PATH = "/convert"  # the worker_agent's CRD conversion webhook
 AGENT_NAMESPACE = "kueue-system"
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the apiservers' proxy client certificate's common name
+# The agent's visibility API (worker_agent/visibility.py): an APIService per version, on a Service of
+# type ExternalName, which the aggregator resolves to https://<externalName>:<APIService port>.
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
+VISIBILITY_SERVICE = "kueue-visibility-server"
 AGENT_SECRET = "kueue-webhook-server-cert"  # the agent's default internalCertManagement.webhookSecretName
 AGENT_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
 DEFAULT_FLAVOR = "default-flavor"
@@ -1219,6 +1225,10 @@ class FleetUp:
         self.ca = CertificateAuthority(f"{PROJECT} fleet CA")
         self.ca_file = write_file(pki / "ca.crt", self.ca.cert_pem, 0o644)
         write_file(pki / "ca.key", _pem_key(self.ca.key))
+        # API aggregation: the apiservers proxy to aggregated API servers (the agents' visibility API)
+        # with a client certificate of a CA of its own, as kubeadm's front-proxy CA.
+        self.front_proxy_ca = CertificateAuthority(f"{PROJECT} front-proxy CA")
+        self.front_proxy_ca_file = write_file(pki / "front-proxy-ca.crt", self.front_proxy_ca.cert_pem, 0o644)
         for c in self.clusters:
             for name in ("etcd", "etcd-peer", "apiserver", "kwok", "lws-webhook", "lws-health"):
                 c.ports[name] = free_port()
@@ -1236,6 +1246,9 @@ class FleetUp:
                 ),
                 0o644,
             )
+            crt, key = self.front_proxy_ca.issue(FRONT_PROXY_CLIENT)
+            write_file(c.dir / "pki" / "front-proxy-client.crt", crt, 0o644)
+            write_file(c.dir / "pki" / "front-proxy-client.key", key)
             crt, key = self.ca.issue("admin", organizations=["system:masters"])
             write_file(c.dir / "pki" / "admin.crt", crt, 0o644)
             write_file(c.dir / "pki" / "admin.key", key)
@@ -1344,6 +1357,15 @@ class FleetUp:
                     f"--tls-private-key-file={pki / 'apiserver.key'}",
                     f"--client-ca-file={self.ca_file}",
                     "--authorization-mode=RBAC",
+                    # API aggregation (the agents' visibility.kueue.x-k8s.io): the front-proxy client
+                    # certificate the apiserver proxies with, and the headers it names the user in.
+                    f"--requestheader-client-ca-file={self.front_proxy_ca_file}",
+                    f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                    "--requestheader-username-headers=X-Remote-User",
+                    "--requestheader-group-headers=X-Remote-Group",
+                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                    f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                    f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
                     # No ServiceAccount admission: pods must not race the creation of each namespace's SA.
                     "--disable-admission-plugins=ServiceAccount",
                     "--service-cluster-ip-range=10.96.0.0/16",
@@ -1604,7 +1626,7 @@ class FleetUp:
         self.step(f"starting {what} on every cluster")
         python = self.agent_python()
         for c in self.agent_clusters():
-            for name in ("agent-metrics", "agent-health", "agent-webhook"):
+            for name in ("agent-metrics", "agent-health", "agent-webhook", "agent-visibility"):
                 c.ports.setdefault(name, free_port())  # the webhook's is chosen with the CRDs
             cfg = write_file(c.dir / "worker-agent-config.yaml", yaml.safe_dump(self.agent_config(c)), 0o644)
             self.state.cluster(c.name)["agent" if not webhooks_only else "webhooks"] = {
@@ -1612,6 +1634,11 @@ class FleetUp:
                 "health": f"http://127.0.0.1:{c.ports['agent-health']}",
                 "metrics": f"http://127.0.0.1:{c.ports['agent-metrics']}/metrics",
                 "webhook": f"https://127.0.0.1:{c.ports['agent-webhook']}",
+                **(
+                    {}
+                    if webhooks_only
+                    else {"visibility": f"https://127.0.0.1:{c.ports['agent-visibility']}"}
+                ),
             }
             self.state.start(
                 c.name,
@@ -1623,7 +1650,11 @@ class FleetUp:
                     f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
                     f"--config={cfg}",
                     "--log-format=console",
-                    *(["--webhooks-only"] if webhooks_only else []),
+                    *(
+                        ["--webhooks-only"]
+                        if webhooks_only
+                        else [f"--visibility-bind-address=127.0.0.1:{c.ports['agent-visibility']}"]
+                    ),
                 ],
                 env=project_env(),
             )
@@ -1655,6 +1686,7 @@ class FleetUp:
             if webhooks_only:
                 continue
             kubectl.apply(self.agent_webhook_configs(c, ca_bundle))
+            kubectl.apply(visibility_api_objects(c.ports["agent-visibility"], ca_bundle))
             kubectl.apply(
                 [
                     {
@@ -1665,7 +1697,25 @@ class FleetUp:
                     }
                 ]
             )
+        for c in self.agent_clusters():
+            if not webhooks_only:
+                self.wait_visibility_available(c)
         self.state.save()
+
+    def wait_visibility_available(self, c: ClusterPlan) -> None:
+        """Until the aggregator has reached the agent's visibility API (APIService Available)."""
+        kubectl = self.kubectl(c)
+
+        def available() -> bool:
+            return all(apiservice_available(kubectl, f"{v}.{VISIBILITY_GROUP}") for v in VISIBILITY_VERSIONS)
+
+        wait_for(
+            f"{c.name}: APIService {VISIBILITY_GROUP} Available",
+            available,
+            120,
+            interval=0.5,
+            procs=self.procs(c.name, AGENT_COMPONENT),
+        )
 
     def wait_conversion_ca(self, c: ClusterPlan, kubectl: Kubectl, ca_bundle: str, component: str) -> None:
         """Until the agent has put its CA into our CRDs' conversion webhook, v1beta1 requests fail."""
@@ -2123,6 +2173,44 @@ class WorkerSetup:
     cpu: str
     memory: str
     multikueue_kubeconfig: str  # the content of <worker>/multikueue.kubeconfig
+
+
+def visibility_api_objects(port: int, ca_bundle: str) -> list[dict]:
+    """The Service and APIServices that put the agent's visibility API (on 127.0.0.1:`port`) behind a
+    local apiserver. A Service of type ExternalName: with --enable-aggregator-routing off (the
+    default) the aggregator resolves it to https://<externalName>:<the APIService's port> and checks
+    the certificate for <service>.<namespace>.svc, which the agent's certificate names."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": VISIBILITY_SERVICE, "namespace": AGENT_NAMESPACE},
+        "spec": {"type": "ExternalName", "externalName": "localhost"},
+    }
+    apiservices = [
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": f"{version}.{VISIBILITY_GROUP}"},
+            "spec": {
+                "group": VISIBILITY_GROUP,
+                "version": version,
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100 if version == VISIBILITY_VERSIONS[0] else 90,
+                "service": {"name": VISIBILITY_SERVICE, "namespace": AGENT_NAMESPACE, "port": port},
+                "caBundle": ca_bundle,
+            },
+        }
+        for version in VISIBILITY_VERSIONS
+    ]
+    return [service, *apiservices]
+
+
+def apiservice_available(kubectl: Kubectl, name: str) -> bool:
+    res = kubectl("get", "apiservice", name, "-o", "json", check=False)
+    if res.returncode != 0:
+        return False
+    conditions = (json.loads(res.stdout).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
 
 def multikueue_cluster_name(worker: str) -> str:
@@ -2752,6 +2840,13 @@ def cmd_status(args: argparse.Namespace) -> None:
             if p["component"] == AGENT_COMPONENT and "agent" in c:
                 ready = alive and http_ok(f"{c['agent']['health']}/readyz")
                 extra = f"  {'ready' if ready else 'NOT ready'}, webhooks {c['agent']['webhook']}"
+                if "visibility" in c["agent"]:
+                    bins = Binaries(state.data.get("versions") or read_versions())
+                    kubectl = Kubectl(bins.path("kubectl"), c["kubeconfig"])
+                    available = alive and all(
+                        apiservice_available(kubectl, f"{v}.{VISIBILITY_GROUP}") for v in VISIBILITY_VERSIONS
+                    )
+                    extra += f", visibility API {'Available' if available else 'NOT available'}"
             if p["component"] == MANAGER_COMPONENT and MANAGER_COMPONENT in c:
                 ready = alive and http_ok(f"{c['manager']['health']}/readyz")
                 extra = f"  {'ready' if ready else 'NOT ready'}, metrics {c['manager']['metrics']}"

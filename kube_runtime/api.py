@@ -101,6 +101,7 @@ MULTIKUEUE_CLUSTER = Resource(GROUP, VERSION, "multikueueclusters", "MultiKueueC
 POD = Resource(CORE_GROUP, "v1", "pods", "Pod", True)
 NAMESPACE = Resource(CORE_GROUP, "v1", "namespaces", "Namespace", False)
 SECRET = Resource(CORE_GROUP, "v1", "secrets", "Secret", True)
+CONFIG_MAP = Resource(CORE_GROUP, "v1", "configmaps", "ConfigMap", True)
 NODE = Resource(CORE_GROUP, "v1", "nodes", "Node", False)
 LIMIT_RANGE = Resource(CORE_GROUP, "v1", "limitranges", "LimitRange", True)
 EVENT = Resource("events.k8s.io", "v1", "events", "Event", True)
@@ -1152,6 +1153,7 @@ def pending_admission_checks_message(checks: Iterable[tuple[str, str]]) -> str:
 # ---------------------------------------------------------------------------
 # Admission webhooks: registration names, paths and messages
 
+API_SERVICE = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
 MUTATING_WEBHOOK_CONFIGURATION = Resource(
     "admissionregistration.k8s.io",
     "v1",

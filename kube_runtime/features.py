@@ -44,6 +44,7 @@ class Gate:
 # Gate names the code reads (every other name below is only validated and documented).
 UNADMITTED_WORKLOADS_OBSERVABILITY = "UnadmittedWorkloadsObservability"
 LOCAL_QUEUE_METRICS = "LocalQueueMetrics"
+VISIBILITY_ON_DEMAND = "VisibilityOnDemand"
 LOCAL_QUEUE_DEFAULTING = "LocalQueueDefaulting"
 WORKLOAD_PRIORITY_CLASS_DEFAULTING = "WorkloadPriorityClassDefaulting"
 PARTIAL_ADMISSION = "PartialAdmission"
@@ -218,7 +219,13 @@ GATES: dict[str, Gate] = {
             "off: Pending and Inadmissible",
         ),
         Gate("VectorizedResourceRequests", True, BETA, effect="internal (no visible change)"),
-        Gate("VisibilityOnDemand", True, BETA, behaviour=ABSENT, effect="the visibility API server"),
+        Gate(
+            VISIBILITY_ON_DEMAND,
+            True,
+            BETA,
+            honoured=f"{_AGENT}: visibility API server",
+            effect="the visibility API server (pending workloads, docs/visibility.md)",
+        ),
         Gate("WorkloadIdentifierAnnotations", True, BETA, effect="prebuilt-workload-name as an annotation"),
         Gate(
             WORKLOAD_PRIORITY_CLASS_DEFAULTING,

@@ -14,6 +14,7 @@ from kube_runtime.process import load_clients, run_until_signalled
 from worker_agent.agent import Agent, LeadershipLost
 from worker_agent.config import ConfigError, load_config, with_feature_gate_flag
 from worker_agent.operator_config import RESTART, OperatorConfig, add_arguments, reexec
+from worker_agent.visibility import DEFAULT_BIND_ADDRESS as DEFAULT_VISIBILITY_BIND_ADDRESS
 
 log = structlog.get_logger("worker_agent")
 
@@ -30,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
     parser.add_argument(
         "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
+    )
+    parser.add_argument(
+        "--visibility-bind-address",
+        default=DEFAULT_VISIBILITY_BIND_ADDRESS,
+        help="where the visibility API (visibility.kueue.x-k8s.io, behind the kube-apiserver's "
+        f"aggregation) listens, host:port (default {DEFAULT_VISIBILITY_BIND_ADDRESS}, 0 = off); "
+        "docs/visibility.md",
     )
     parser.add_argument(
         "--feature-gates",
@@ -96,6 +104,7 @@ async def amain(args: argparse.Namespace) -> int:
         health_bind_address=args.health_probe_bind_address,
         events_kube=events_kube,
         decision_log=decision_log,
+        visibility_bind_address=args.visibility_bind_address,
     )
     serve = agent.serve_webhooks_only if args.webhooks_only else agent.run
     restart = False

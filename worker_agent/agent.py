@@ -22,7 +22,7 @@ from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
-from kube_runtime.httpserver import HealthServer, start_servers
+from kube_runtime.httpserver import HealthServer, parse_bind_address, start_servers
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
 from worker_agent.admission import AdmissionState, on_spec_change
@@ -31,7 +31,8 @@ from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueS
 from worker_agent.controllers.workload import WorkloadController
 from worker_agent.integrations import setup_integrations
 from worker_agent.metrics import ClientRequestsCollector, Metrics
-from worker_agent.webhooks import setup_webhooks
+from worker_agent.visibility import PendingWorkloads, VisibilityServer
+from worker_agent.webhooks import make_certificates, setup_webhooks
 
 log = structlog.get_logger("worker_agent")
 
@@ -56,6 +57,7 @@ class Agent:
         metrics: Any = None,
         events_kube: KubeClient | None = None,
         decision_log: TextIO | None = None,
+        visibility_bind_address: str | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -89,12 +91,26 @@ class Agent:
         self._on_leading: list[Callable[[], Any]] = []
         self.integrations = setup_integrations(self)
         # After the integrations: the webhooks reuse their Job and LWS caches.
+        self.certificates = make_certificates(self)
         self.webhook_server = setup_webhooks(self)
+        self.visibility_server = self._visibility_server(visibility_bind_address)
         self.elector: LeaderElector | None = None
         self._scheduler_task: asyncio.Task[None] | None = None
         self.leading = asyncio.Event()
         self.ready = asyncio.Event()
         self.webhooks_only = False
+
+    def _visibility_server(self, address: str | None) -> VisibilityServer | None:
+        """The visibility API (`--visibility-bind-address`, off when None or "0"; and only with the
+        VisibilityOnDemand gate on, as upstream)."""
+        if not address or not self.config.features.enabled(features.VISIBILITY_ON_DEMAND):
+            return None
+        host, port = parse_bind_address(address, default_host="")
+        if port < 0:
+            return None
+        return VisibilityServer(
+            self.kube, PendingWorkloads(self.state), self.certificates, host=host, port=port, clock=self.clock
+        )
 
     # ---------------------------------------------------------------------------------------------
 
@@ -249,6 +265,8 @@ class Agent:
         await self._start_servers()
         if self.webhook_server is not None:
             await self.webhook_server.start()
+        if self.visibility_server is not None:
+            await self.visibility_server.start()
         self.state.start_informers()
         for informer in self.integration_informers:
             informer.start()
@@ -315,6 +333,8 @@ class Agent:
         await self.recorder.close(flush_seconds=EVENT_FLUSH_TIMEOUT)
         if self.webhook_server is not None:
             await self.webhook_server.stop()
+        if self.visibility_server is not None:
+            await self.visibility_server.stop()
         for server in self.servers:
             await server.stop()
 

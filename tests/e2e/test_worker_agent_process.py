@@ -78,6 +78,8 @@ async def test_worker_agent_process(fleet, tmp_path: Path):
                     f"127.0.0.1:{metrics_port}",
                     "--health-probe-bind-address",
                     f"127.0.0.1:{health_port}",
+                    "--visibility-bind-address",
+                    "0",
                 ],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,

@@ -1,6 +1,7 @@
 """The worker_agent's RBAC in deploy/worker-agent is enough: an agent authenticated as the
 kueue-worker-agent ServiceAccount (token from the TokenRequest API) elects a leader, admits a
-Workload, writes ClusterQueue status and events, with no permission errors."""
+Workload, writes ClusterQueue status and events, with no permission errors; and it may make the
+calls its visibility API server makes."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from admission_kit import (
     workload,
 )
 
-from kube_runtime import api
+from kube_runtime import api, delegated_auth
 from kube_runtime.client import KubeClient
 
 pytestmark = pytest.mark.realcluster
@@ -82,3 +83,40 @@ async def test_agent_runs_with_its_service_account(kube, cluster, fleet):
         and "system:serviceaccount" in str(entry.get("error", ""))
     ]
     assert refused == []
+
+
+async def test_the_service_account_may_do_what_the_visibility_api_needs(kube, cluster, fleet):
+    """The visibility API server's calls, made with the ServiceAccount's token: the authentication
+    ConfigMap, a SubjectAccessReview, and the APIServices whose CA bundle it keeps."""
+    cluster.fleet.kubectl(
+        "manager", "apply", "-f", str(DEPLOY / "namespace.yaml"), "-f", str(DEPLOY / "rbac.yaml")
+    )
+    token = await kube.request(
+        "POST",
+        "/api/v1/namespaces/kueue-system/serviceaccounts/kueue-worker-agent/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    admin = yaml.safe_load(Path(fleet.kubeconfig("manager")).read_text())  # noqa: ASYNC240 - a small local file
+    config = copy.deepcopy(admin)
+    config["users"] = [{"name": "agent", "user": {"token": token["status"]["token"]}}]
+    config["contexts"] = [
+        {"name": "agent", "context": {"cluster": admin["clusters"][0]["name"], "user": "agent"}}
+    ]
+    config["current-context"] = "agent"
+    async with await KubeClient.from_kubeconfig_dict(config) as agent_kube:
+        authn = delegated_auth.RequestHeaderAuthenticator(agent_kube)
+        await authn.refresh()
+        # The fleet's apiservers have aggregation flags: the front-proxy CA and header names are read.
+        assert authn.settings.requestheader_cas and authn.settings.username_headers == ("X-Remote-User",)
+        reviewer = delegated_auth.SubjectAccessReviewer(agent_kube)
+        nobody = delegated_auth.UserInfo(f"nobody-{unique('u')}", groups=("system:authenticated",))
+        attributes = delegated_auth.ResourceAttributes(
+            "get", "visibility.kueue.x-k8s.io", "v1beta1", "clusterqueues", "pendingworkloads", "cq"
+        )
+        decision = await reviewer.authorize(nobody, attributes)
+        assert decision.allowed is False and reviewer.reviews_total == 1
+        await agent_kube.list(api.API_SERVICE)  # no Forbidden

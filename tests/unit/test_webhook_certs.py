@@ -20,7 +20,12 @@ from worker_agent.webhooks import certs
 from worker_agent.webhooks.review import apply_json_patch
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-DNS = ["kueue-webhook-service.kueue-system.svc", "kueue-webhook-service.kueue-system.svc.cluster.local"]
+DNS = [
+    "kueue-webhook-service.kueue-system.svc",
+    "kueue-webhook-service.kueue-system.svc.cluster.local",
+    "kueue-visibility-server.kueue-system.svc",
+    "kueue-visibility-server.kueue-system.svc.cluster.local",
+]
 IPS = ["127.0.0.1"]
 
 
@@ -73,13 +78,19 @@ def test_webhook_configuration_fields_are_read_and_checked():
         parse_config({"webhook": {"certdir": "/x"}})
 
 
-def test_serving_names_cover_the_service_and_a_literal_host():
+def test_serving_names_cover_the_services_and_a_literal_host():
     assert certs.serving_names(parse_config({})) == (DNS, [])
     assert certs.serving_names(parse_config({"webhook": {"host": "127.0.0.1"}})) == (DNS, IPS)
     assert certs.serving_names(parse_config({"webhook": {"host": "0.0.0.0"}})) == (DNS, [])
     named = certs.serving_names(parse_config({"namespace": "q", "webhook": {"host": "hooks.example"}}))
     assert named == (
-        ["kueue-webhook-service.q.svc", "kueue-webhook-service.q.svc.cluster.local", "hooks.example"],
+        [
+            "kueue-webhook-service.q.svc",
+            "kueue-webhook-service.q.svc.cluster.local",
+            "kueue-visibility-server.q.svc",
+            "kueue-visibility-server.q.svc.cluster.local",
+            "hooks.example",
+        ],
         [],
     )
 
@@ -133,6 +144,18 @@ def test_a_certificate_missing_a_name_is_reissued():
     broken = certs.CertBundle(b"junk", bundle.ca_key, bundle.tls_cert, bundle.tls_key)
     assert certs.rotation_reason(broken, DNS, IPS, NOW) == "unreadable certificate data"
     assert certs.rotation_reason(certs.renew(broken, DNS, IPS, NOW), DNS, IPS, NOW) is None
+
+
+def test_a_certificate_of_another_ca_with_the_same_name_is_reissued():
+    """Every CA we make has the same subject: a serving certificate of a former CA differs from the
+    current one's only by its signature (cryptography's InvalidSignature), and is renewed."""
+    old = certs.renew(None, DNS, IPS, NOW)
+    current = certs.renew(None, DNS, IPS, NOW)
+    mixed = certs.CertBundle(current.ca_cert, current.ca_key, old.tls_cert, old.tls_key)
+    assert (
+        certs.rotation_reason(mixed, DNS, IPS, NOW)
+        == "the serving certificate is not signed by the current CA"
+    )
 
 
 def test_bundle_round_trips_through_secret_data():

@@ -255,6 +255,19 @@ class ClusterQueuePending:
             return None
         return self._moved_hashes.get(wl.scheduling_hash())
 
+    def snapshot(self) -> list[WorkloadInfo]:
+        """Every pending workload of this ClusterQueue in queue order, as Kueue's ClusterQueue.Snapshot
+        gives them to the visibility API: the heap, the parked (inadmissible) workloads and the head
+        in flight, sorted together by the heap's order (a pending preemptor first, as `_sort_first`
+        pops it). Parked workloads are not behind the heap: they take the place their priority and
+        timestamp give them."""
+        pending = list(self.items.values()) + list(self.inadmissible.values())
+        if self.inflight is not None and self.inflight.key not in self.items:
+            pending.append(self.inflight)
+        sticky = self.preemptor_key if self.best_effort and self.preemptor_key in self.items else None
+        pending.sort(key=lambda wl: (wl.key != sticky, queue_order_key(wl)))
+        return pending
+
     def get(self, key: str) -> WorkloadInfo | None:
         if self.inflight is not None and self.inflight.key == key:
             return self.inflight

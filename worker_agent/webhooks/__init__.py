@@ -15,7 +15,7 @@ from worker_agent.webhooks.certs import CertManager, FileCerts
 from worker_agent.webhooks.common import Lookups
 from worker_agent.webhooks.server import WebhookServer
 
-__all__ = ["WebhookServer", "agent_lookups", "setup_webhooks"]
+__all__ = ["WebhookServer", "agent_lookups", "make_certificates", "setup_webhooks"]
 
 
 def agent_lookups(state: Any) -> Lookups:
@@ -36,14 +36,20 @@ def agent_lookups(state: Any) -> Lookups:
     )
 
 
+def make_certificates(agent: Any) -> CertManager | FileCerts:
+    """The serving certificates of the webhook and visibility servers (one Secret, one certDir)."""
+    config = agent.config
+    if config.internal_cert_management:
+        return CertManager(agent.kube, config, agent.clock)
+    return FileCerts(config)
+
+
 def setup_webhooks(agent: Any) -> WebhookServer | None:
     """The agent's webhook server, or None when `webhook.port` is 0 (webhooks off)."""
     config = agent.config
     if config.webhook_port == 0:
         return None
-    certificates = (
-        CertManager(agent.kube, config, agent.clock) if config.internal_cert_management else FileCerts(config)
-    )
+    certificates = getattr(agent, "certificates", None) or make_certificates(agent)
     # Owners the ancestor walk can read from a cache instead of the API: the unfiltered informers
     # the job integrations registered (so call this after setup_integrations).
     owner_informers = {

@@ -2,7 +2,10 @@
 does it: a CA and a serving certificate kept in one Secret (default `kueue-webhook-server-cert` in
 the configuration's namespace) so that every replica serves the same certificate, written to
 `webhook.certDir` as tls.crt / tls.key, renewed before it expires, and the CA bundle patched into
-our Mutating- and ValidatingWebhookConfiguration.
+our Mutating- and ValidatingWebhookConfiguration, our CRDs' conversion webhook and the visibility
+API's APIServices. The visibility server (worker_agent/visibility.py) serves the same certificate:
+it also names the visibility Service, which the kube-apiserver's aggregator dials as
+`<service>.<namespace>.svc`.
 
 Rotation keeps clients working throughout: the serving certificate (one year) is re-issued by the
 same CA when fewer than 30 days remain. When the CA itself (ten years) nears its end a new CA is
@@ -25,6 +28,7 @@ from typing import Any
 
 import structlog
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -33,6 +37,8 @@ from kube_runtime import api
 from kube_runtime.client import ApiError, Conflict, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
 from worker_agent.config import Configuration
+from worker_agent.visibility import APISERVICE_NAMES
+from worker_agent.visibility import SERVICE_NAME as VISIBILITY_SERVICE_NAME
 
 log = structlog.get_logger("worker_agent.webhooks.certs")
 
@@ -188,7 +194,7 @@ def rotation_reason(
         return "the serving certificate is not valid yet"
     try:
         serving.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, x509.InvalidSignature):
+    except (ValueError, TypeError, InvalidSignature):
         return "the serving certificate is not signed by the current CA"
     sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     have_dns = set(sans.get_values_for_type(x509.DNSName))
@@ -229,10 +235,13 @@ def renew(
 
 
 def serving_names(config: Configuration) -> tuple[list[str], list[str]]:
-    """DNS names and IP addresses the serving certificate covers: the webhook Service's in-cluster
-    names, plus `webhook.host` when it names one address (e.g. 127.0.0.1 for a local fleet)."""
-    service, namespace = config.webhook_service_name, config.namespace
-    dns = [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+    """DNS names and IP addresses the serving certificate covers: the webhook Service's and the
+    visibility Service's in-cluster names, plus `webhook.host` when it names one address (e.g.
+    127.0.0.1 for a local fleet)."""
+    namespace = config.namespace
+    dns = []
+    for service in (config.webhook_service_name, VISIBILITY_SERVICE_NAME):
+        dns += [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
     ips: list[str] = []
     host = config.webhook_host
     if host and host not in ("0.0.0.0", "::"):
@@ -295,6 +304,7 @@ class CertManager(_CertFiles):
             (api.VALIDATING_WEBHOOK_CONFIGURATION, api.VALIDATING_WEBHOOK_CONFIGURATION_NAME),
         ),
         conversion_crds: Sequence[str] = api.KUEUE_CRD_NAMES,
+        api_services: Sequence[str] = APISERVICE_NAMES,
         margin: dt.timedelta = ROTATION_MARGIN,
     ) -> None:
         self.kube = kube
@@ -306,6 +316,7 @@ class CertManager(_CertFiles):
         self.dns_names, self.ip_addresses = serving_names(config)
         self.webhook_configurations = list(webhook_configurations)
         self.conversion_crds = list(conversion_crds)
+        self.api_services = list(api_services)
         self.margin = margin
         self.bundle: CertBundle | None = None
         self.stored = False  # the bundle is the one in the Secret (not a local stand-in)
@@ -414,6 +425,15 @@ class CertManager(_CertFiles):
             if client_config.get("caBundle") != wanted:
                 paths = ["/spec/conversion/webhook/clientConfig/caBundle"]
                 await self._add_bundle(api.CUSTOM_RESOURCE_DEFINITION, obj, paths, wanted)
+        for name in self.api_services:
+            obj = await self._read(api.API_SERVICE, name)
+            spec = (obj or {}).get("spec") or {}
+            service = spec.get("service") or {}
+            ours = (
+                service.get("name") == VISIBILITY_SERVICE_NAME and service.get("namespace") == self.namespace
+            )
+            if ours and spec.get("caBundle") != wanted and not spec.get("insecureSkipTLSVerify"):
+                await self._add_bundle(api.API_SERVICE, obj, ["/spec/caBundle"], wanted)
 
     def _addresses_us(self, client_config: Obj | None) -> bool:
         """A conversion webhook reaches this agent: our Service in our namespace, or a URL on our

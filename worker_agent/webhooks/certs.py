@@ -29,11 +29,18 @@ from typing import Any
 import structlog
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
 
 from kube_runtime import api
+from kube_runtime.certs import (  # noqa: F401 - re-exported: the webhook certificates' helpers
+    BACKDATE,
+    CA_COMMON_NAME,
+    CA_VALIDITY,
+    SERVING_VALIDITY,
+    generate_ca,
+    issue_serving_cert,
+    load_certs,
+)
 from kube_runtime.client import ApiError, Conflict, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
 from worker_agent.config import Configuration
@@ -44,12 +51,8 @@ log = structlog.get_logger("worker_agent.webhooks.certs")
 
 Obj = dict[str, Any]
 
-CA_VALIDITY = dt.timedelta(days=3650)
-SERVING_VALIDITY = dt.timedelta(days=365)
 ROTATION_MARGIN = dt.timedelta(days=30)
 CHECK_INTERVAL_SECONDS = 60.0  # re-read the Secret, renew if due, re-inject the CA bundle
-BACKDATE = dt.timedelta(minutes=5)  # tolerate clock skew between replicas and the apiserver
-CA_COMMON_NAME = "kueue-webhook-ca"
 FIELD_MANAGER = "kueue-webhook-cert-manager"
 
 
@@ -89,85 +92,6 @@ class CertBundle:
             return cls(*(base64.b64decode(data[k]) for k in keys))
         except ValueError:
             return None
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _key_usage(ca: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=True,
-        key_encipherment=not ca,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        content_commitment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def generate_ca(now: dt.datetime, validity: dt.timedelta = CA_VALIDITY) -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_COMMON_NAME)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
-
-
-def issue_serving_cert(
-    ca_cert_pem: bytes,
-    ca_key_pem: bytes,
-    dns_names: Sequence[str],
-    ip_addresses: Sequence[str],
-    now: dt.datetime,
-    validity: dt.timedelta = SERVING_VALIDITY,
-) -> tuple[bytes, bytes]:
-    ca_cert = load_certs(ca_cert_pem)[0]
-    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    common_name = dns_names[0] if dns_names else (ip_addresses[0] if ip_addresses else "kueue-webhook")
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    not_after = min(now + validity, ca_cert.not_valid_after_utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
-
-
-def load_certs(pem: bytes) -> list[x509.Certificate]:
-    return x509.load_pem_x509_certificates(pem)
 
 
 def rotation_reason(

@@ -10,8 +10,13 @@ certificate signed by the cluster's client CA (`client-ca-file` in the same Conf
 its common name, with its organizations as groups. Anything else is unauthenticated. Every
 authenticated user also gets the group `system:authenticated`, as the apiserver adds it.
 
+Bearer tokens (`TokenReviewer`, for a server clients reach directly, as the metrics endpoints): one
+TokenReview per token, its answer (authenticated or not) cached for a few seconds under the token's
+SHA-256, as k8s.io/apiserver's delegating token authenticator does.
+
 Authorization (`SubjectAccessReviewer`): one SubjectAccessReview per request attributes, cached
-for a few seconds (allowed and denied alike), members of `system:masters` allowed without asking.
+for a few seconds (allowed and denied alike), members of `system:masters` allowed without asking
+(unless `always_allow_groups` says otherwise). Both caches are bounded (`ExpiringCache`).
 
 The pure parts (`RequestHeaderSettings.from_config_map`, `authenticate`, the Status bodies) need no
 cluster; `peer_certificate` reads the client certificate of an aiohttp request.
@@ -20,12 +25,13 @@ cluster; `peer_certificate` reads the client certificate of an aiohttp request.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import time
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 from cryptography import x509
@@ -58,7 +64,10 @@ GROUP_MASTERS = "system:masters"
 USER_ANONYMOUS = "system:anonymous"
 
 SUBJECT_ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+TOKEN_REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 AUTHORIZATION_CACHE_SECONDS = 10.0  # the apiserver's delegated authorizer caches allowed and denied 10 s
+AUTHENTICATION_CACHE_SECONDS = 10.0
+CACHE_MAX_ENTRIES = 4096
 REFRESH_SECONDS = 60.0
 
 
@@ -283,6 +292,119 @@ class RequestHeaderAuthenticator:
 
 
 # ------------------------------------------------------------------------------------------------
+# A bounded cache of review answers
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class ExpiringCache(Generic[K, V]):
+    """Entries live `ttl` seconds; past `max_entries` the expired ones go, then the oldest."""
+
+    def __init__(self, ttl: float, max_entries: int = CACHE_MAX_ENTRIES, monotonic=time.monotonic) -> None:
+        self.ttl = ttl
+        self.max_entries = max(1, max_entries)
+        self._monotonic = monotonic
+        self._entries: dict[K, tuple[float, V]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: K) -> tuple[bool, V | None]:
+        """(found, value): found is False for a missing or expired entry."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return False, None
+        if entry[0] <= self._monotonic():
+            del self._entries[key]
+            return False, None
+        return True, entry[1]
+
+    def put(self, key: K, value: V) -> None:
+        now = self._monotonic()
+        self._entries.pop(key, None)
+        if len(self._entries) >= self.max_entries:
+            self._entries = {k: e for k, e in self._entries.items() if e[0] > now}
+            while len(self._entries) >= self.max_entries:  # insertion order: the oldest first
+                del self._entries[next(iter(self._entries))]
+        self._entries[key] = (now + self.ttl, value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bearer tokens (TokenReview)
+
+
+class AuthenticationError(Exception):
+    """The TokenReview could not be made (the request answers 500)."""
+
+
+def bearer_token(headers: Any) -> str | None:
+    """The token of `Authorization: Bearer <token>` (the first such header), as the apiserver's
+    bearer-token authenticator reads it; None without one."""
+    value = (headers.get("Authorization") or "").strip()
+    parts = value.split(" ", 2)
+    if len(parts) < 2 or parts[0].lower() != "bearer" or not parts[1]:
+        return None
+    return parts[1]
+
+
+def _user_of_review(review: Obj) -> UserInfo | None:
+    status = review.get("status") or {}
+    user = status.get("user") or {}
+    if not status.get("authenticated") or not user.get("username"):
+        return None
+    extra = {str(k): tuple(str(x) for x in (v or ())) for k, v in (user.get("extra") or {}).items()}
+    return _with_authenticated(
+        UserInfo(
+            name=str(user["username"]),
+            uid=str(user.get("uid") or ""),
+            groups=tuple(str(g) for g in user.get("groups") or ()),
+            extra=extra,
+        )
+    )
+
+
+class TokenReviewer:
+    """Who a bearer token belongs to, by a TokenReview to the cluster (needs `create` on
+    tokenreviews.authentication.k8s.io). Answers are cached `cache_seconds`, unauthenticated ones
+    too; a failed call is not cached."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        cache_seconds: float = AUTHENTICATION_CACHE_SECONDS,
+        max_entries: int = CACHE_MAX_ENTRIES,
+        monotonic=time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self._cache: ExpiringCache[bytes, UserInfo | None] = ExpiringCache(
+            cache_seconds, max_entries, monotonic
+        )
+        self.reviews_total = 0
+
+    async def review(self, token: str) -> UserInfo | None:
+        key = hashlib.sha256(token.encode()).digest()
+        found, user = self._cache.get(key)
+        if found:
+            return user
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        self.reviews_total += 1
+        try:
+            review = await self.kube.request("POST", TOKEN_REVIEW_PATH, body=body)
+        except KubeClientError as exc:
+            raise AuthenticationError(str(exc)) from exc
+        user = _user_of_review(review)
+        self._cache.put(key, user)
+        return user
+
+    async def authenticate(self, request: Any) -> UserInfo | None:
+        """The user of an aiohttp request's bearer token (None without a token or for a bad one)."""
+        token = bearer_token(request.headers)
+        return await self.review(token) if token is not None else None
+
+
+# ------------------------------------------------------------------------------------------------
 # Authorization
 
 
@@ -343,23 +465,22 @@ class SubjectAccessReviewer:
         *,
         cache_seconds: float = AUTHORIZATION_CACHE_SECONDS,
         always_allow_groups: Iterable[str] = (GROUP_MASTERS,),
+        max_entries: int = CACHE_MAX_ENTRIES,
         monotonic=time.monotonic,
     ) -> None:
         self.kube = kube
         self.cache_seconds = cache_seconds
         self.always_allow_groups = frozenset(always_allow_groups)
-        self._monotonic = monotonic
-        self._cache: dict[tuple, tuple[float, Decision]] = {}
+        self._cache: ExpiringCache[tuple, Decision] = ExpiringCache(cache_seconds, max_entries, monotonic)
         self.reviews_total = 0
 
     async def authorize(self, user: UserInfo, attributes: Attributes) -> Decision:
         if self.always_allow_groups.intersection(user.groups):
             return Decision(True)
         key = (user.name, user.uid, user.groups, tuple(sorted(user.extra.items())), attributes)
-        now = self._monotonic()
-        cached = self._cache.get(key)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        found, cached = self._cache.get(key)
+        if found and cached is not None:
+            return cached
         spec: Obj = {"user": user.name, "groups": list(user.groups), **attributes.review()}
         if user.uid:
             spec["uid"] = user.uid
@@ -375,9 +496,7 @@ class SubjectAccessReviewer:
         decision = Decision(
             bool(status.get("allowed")) and not status.get("denied"), status.get("reason") or ""
         )
-        if len(self._cache) > 4096:
-            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-        self._cache[key] = (now + self.cache_seconds, decision)
+        self._cache.put(key, decision)
         return decision
 
 

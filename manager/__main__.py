@@ -10,6 +10,7 @@ from pathlib import Path
 import structlog
 
 from kube_runtime import features
+from kube_runtime.httpserver import MetricsServing, add_metrics_arguments
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
 from manager.config import load_manager_config, parse_manager_config
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="a config.kueue.x-k8s.io/v1beta1 Configuration YAML file")
     add_arguments(parser)
     parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
+    add_metrics_arguments(parser)
     parser.add_argument(
         "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
     )
@@ -82,6 +84,7 @@ async def amain(args: argparse.Namespace) -> int:
             config,
             metrics_bind_address=args.metrics_bind_address,
             health_bind_address=args.health_probe_bind_address,
+            metrics_serving=MetricsServing.from_args(args),
             events_kube=events_kube,
         )
     except ValueError as exc:
@@ -104,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         print(f"manager: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
+        return 2
+    problem = MetricsServing.from_args(args).problem()
+    if problem:
+        print(f"manager: {problem}", file=sys.stderr)
         return 2
     setup_logging(args.log_level, json=args.log_format == "json")
     try:

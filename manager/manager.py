@@ -20,7 +20,7 @@ from kube_runtime.client import KubeClient, KubeClientError
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
-from kube_runtime.httpserver import HealthServer, start_servers
+from kube_runtime.httpserver import HealthServer, MetricsServing, start_servers
 from kube_runtime.informer import Informer, compact, object_key
 from kube_runtime.leaderelection import LeaderElector
 from manager import kubeconfig as creds
@@ -85,6 +85,7 @@ class Manager:
         identity: str | None = None,
         metrics_bind_address: str | None = None,
         health_bind_address: str | None = None,
+        metrics_serving: MetricsServing | None = None,
         events_kube: KubeClient | None = None,
     ) -> None:
         self.kube = kube
@@ -103,6 +104,7 @@ class Manager:
         )
         self.metrics_bind_address = metrics_bind_address or config.metrics_bind_address
         self.health_bind_address = health_bind_address or config.health_probe_bind_address
+        self.metrics_serving = metrics_serving or MetricsServing()
         mk = config.multikueue
         self.origin = mk.origin
         ns = config.namespace
@@ -402,8 +404,14 @@ class Manager:
     # -- running -----------------------------------------------------------------------------
 
     async def _start_servers(self) -> None:
-        addresses = (self.metrics_bind_address, self.health_bind_address)
-        self.servers = await start_servers(addresses, self.registry, self._synced)
+        self.servers = await start_servers(
+            self.metrics_bind_address,
+            self.health_bind_address,
+            self.registry,
+            self._synced,
+            serving=self.metrics_serving,
+            kube=self.kube,
+        )
 
     async def _synced(self) -> bool:
         return all(i.has_synced for i in self.informers)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import structlog
 
+from kube_runtime.httpserver import MetricsServing, add_metrics_arguments
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
 from worker_agent.agent import Agent, LeadershipLost
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="a config.kueue.x-k8s.io/v1beta1 Configuration YAML file")
     add_arguments(parser)
     parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
+    add_metrics_arguments(parser)
     parser.add_argument(
         "--health-probe-bind-address", help="overrides health.healthProbeBindAddress (host:port, 0 = off)"
     )
@@ -102,6 +104,7 @@ async def amain(args: argparse.Namespace) -> int:
         config,
         metrics_bind_address=args.metrics_bind_address,
         health_bind_address=args.health_probe_bind_address,
+        metrics_serving=MetricsServing.from_args(args),
         events_kube=events_kube,
         decision_log=decision_log,
         visibility_bind_address=args.visibility_bind_address,
@@ -128,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         print(f"worker_agent: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
+        return 2
+    problem = MetricsServing.from_args(args).problem()
+    if problem:
+        print(f"worker_agent: {problem}", file=sys.stderr)
         return 2
     setup_logging(args.log_level, json=args.log_format == "json")
     try:

@@ -22,7 +22,7 @@ from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
-from kube_runtime.httpserver import HealthServer, parse_bind_address, start_servers
+from kube_runtime.httpserver import HealthServer, MetricsServing, parse_bind_address, start_servers
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
 from worker_agent.admission import AdmissionState, on_spec_change
@@ -54,6 +54,7 @@ class Agent:
         identity: str | None = None,
         metrics_bind_address: str | None = None,
         health_bind_address: str | None = None,
+        metrics_serving: MetricsServing | None = None,
         metrics: Any = None,
         events_kube: KubeClient | None = None,
         decision_log: TextIO | None = None,
@@ -82,6 +83,7 @@ class Agent:
         self.queue_controllers = QueueStatusControllers(kube, self.state, self.clock, self.metrics)
         self.metrics_bind_address = metrics_bind_address or config.metrics_bind_address
         self.health_bind_address = health_bind_address or config.health_probe_bind_address
+        self.metrics_serving = metrics_serving or MetricsServing()
         self.controllers: list[Controller] = []
         self.servers: list[HealthServer] = []
         # Job integrations (worker_agent/integrations) register informers and controllers here.
@@ -115,8 +117,14 @@ class Agent:
     # ---------------------------------------------------------------------------------------------
 
     async def _start_servers(self) -> None:
-        addresses = (self.metrics_bind_address, self.health_bind_address)
-        self.servers = await start_servers(addresses, self.registry, self._synced)
+        self.servers = await start_servers(
+            self.metrics_bind_address,
+            self.health_bind_address,
+            self.registry,
+            self._synced,
+            serving=self.metrics_serving,
+            kube=self.kube,
+        )
 
     async def _synced(self) -> bool:
         if self.webhooks_only:

@@ -1,4 +1,5 @@
-"""The /healthz, /readyz and /metrics endpoints, served on an ephemeral port."""
+"""The /healthz, /readyz and /metrics endpoints, served on an ephemeral port (the secure metrics
+server: tests/unit/test_metrics_auth.py)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,8 @@ async def test_servers_listen_only_where_configured():
     from kube_runtime.httpserver import start_servers
 
     registry = CollectorRegistry()
-    assert await start_servers(["0", ""], registry, lambda: True) == []
-    (server,) = await start_servers(["0", "127.0.0.1:0"], registry, lambda: True)
+    assert await start_servers("0", "", registry, lambda: True) == []
+    (server,) = await start_servers("0", "127.0.0.1:0", registry, lambda: True)
     try:
         bound = [s.getsockname()[0] for site in server._runner.sites for s in site._server.sockets]
         assert bound == ["127.0.0.1"]

@@ -62,10 +62,6 @@ KUEUE_COMPONENTS = (bf.MANAGER_COMPONENT, bf.AGENT_COMPONENT, bf.UPSTREAM_COMPON
 # Labels the Job and LWS controllers put on their pods (the worker's copy keeps the manager's name).
 POD_LABEL_JOB = "batch.kubernetes.io/job-name"
 POD_LABEL_LWS = "leaderworkerset.sigs.k8s.io/name"
-# The identity bench_compare reads upstream Kueue's /metrics with (controller-runtime's authn/authz
-# filter wants a token allowed `get` on the non-resource URL /metrics).
-METRICS_READER = "kueue-federation-bench-metrics"
-METRICS_NAMESPACE = "kueue-system"
 APISERVER_REQUESTS = "apiserver_request_total"
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Upstream v0.19's clientConnection defaults (apis/config/v1beta2/defaults.go).
@@ -479,61 +475,6 @@ def running_latencies(submitted: Mapping[str, float], reached: Mapping[str, floa
     return [max(0.0, reached[name] - t) for name, t in submitted.items() if name in reached]
 
 
-async def metrics_token(kubeconfig: str) -> str:
-    """A ServiceAccount token allowed `get /metrics` (created on first use, idempotently)."""
-    from kube_runtime.client import AlreadyExists, KubeClient
-
-    client = await KubeClient.from_kubeconfig_file(kubeconfig)
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    objects = [
-        (
-            f"/api/v1/namespaces/{METRICS_NAMESPACE}/serviceaccounts",
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": METRICS_READER}},
-        ),
-        (
-            f"{rbac}/clusterroles",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": METRICS_READER},
-                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
-            },
-        ),
-        (
-            f"{rbac}/clusterrolebindings",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": METRICS_READER},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": METRICS_READER,
-                },
-                "subjects": [
-                    {"kind": "ServiceAccount", "name": METRICS_READER, "namespace": METRICS_NAMESPACE}
-                ],
-            },
-        ),
-    ]
-    try:
-        for path, body in objects:
-            with contextlib.suppress(AlreadyExists):
-                await client.request("POST", path, body=body)
-        token = await client.request(
-            "POST",
-            f"/api/v1/namespaces/{METRICS_NAMESPACE}/serviceaccounts/{METRICS_READER}/token",
-            body={
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "spec": {"expirationSeconds": 86400},
-            },
-        )
-        return token["status"]["token"]
-    finally:
-        await client.close()
-
-
 # ==============================================================================================
 # One engine's run
 # ==============================================================================================
@@ -549,22 +490,21 @@ class CompareRun:
         self.fleet = bf.Fleet(Path(f"{args.fleet_dir}-{engine.name}"), owned=True)
         self.pods = RunningPods()
         self.lws_submitted: dict[str, float] = {}
-        self.tokens: dict[str, str] = {}
         self.lws_skipped: str | None = None
 
     def endpoints(self) -> dict[str, tuple[str, str | None]]:
-        """Every Kueue process's /metrics: label cluster/component -> (url, bearer token)."""
+        """Every Kueue process's /metrics: label cluster/component -> (url, bearer token). Ours and
+        upstream's alike are HTTPS behind a TokenReview and a SubjectAccessReview: the token is the
+        fleet's metrics reader's (hack/localfleet.py makes one per cluster)."""
         out: dict[str, tuple[str, str | None]] = {}
         for name, c in self.fleet.clusters.items():
+            token = self.fleet.metrics_token(name)
             if bf.MANAGER_COMPONENT in c:
-                out[f"{name}/{bf.MANAGER_COMPONENT}"] = (c[bf.MANAGER_COMPONENT]["metrics"], None)
+                out[f"{name}/{bf.MANAGER_COMPONENT}"] = (c[bf.MANAGER_COMPONENT]["metrics"], token)
             if "agent" in c:
-                out[f"{name}/{bf.AGENT_COMPONENT}"] = (c["agent"]["metrics"], None)
+                out[f"{name}/{bf.AGENT_COMPONENT}"] = (c["agent"]["metrics"], token)
             if bf.UPSTREAM_COMPONENT_STATE in c:
-                out[f"{name}/{bf.UPSTREAM_COMPONENT}"] = (
-                    c[bf.UPSTREAM_COMPONENT_STATE]["metrics"],
-                    self.tokens[name],
-                )
+                out[f"{name}/{bf.UPSTREAM_COMPONENT}"] = (c[bf.UPSTREAM_COMPONENT_STATE]["metrics"], token)
         return out
 
     async def scrape_all(self, tag: str) -> dict[str, list[bf.Sample]]:
@@ -624,9 +564,6 @@ class CompareRun:
 
     async def measure(self) -> Obj:
         args = self.args
-        for name in self.fleet.clusters:
-            if bf.UPSTREAM_COMPONENT_STATE in self.fleet.clusters[name]:
-                self.tokens[name] = await metrics_token(self.fleet.clusters[name]["kubeconfig"])
         informers = await self.watch_pods()
         sampler = bf.ProcessSampler(self.fleet.processes(), interval=0.5)
         jobs_result: bf.RunResult | None = None

@@ -60,8 +60,6 @@ import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-import urllib.error  # noqa: E402
-import urllib.request  # noqa: E402
 from collections.abc import Callable, Iterable  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
@@ -1088,6 +1086,13 @@ class BenchCluster:
     def kubeconfig(self) -> Path:
         return self.run_dir / "manager" / "admin.kubeconfig"
 
+    def state_cluster(self) -> dict:
+        """The cluster's entry in localfleet's state (its metrics reader's token file among others)."""
+        try:
+            return json.loads((self.run_dir / "state.json").read_text())["clusters"]["manager"]
+        except (OSError, ValueError, KeyError):
+            return {}
+
     def _localfleet(self, *args: str, check: bool = True) -> None:
         cmd = [sys.executable, str(LOCALFLEET_PATH), "--dir", str(self.run_dir), *args]
         res = subprocess.run(cmd, cwd=REPO, stdin=subprocess.DEVNULL)
@@ -1251,14 +1256,13 @@ def agent_engine(
     return EngineProcess("worker_agent", cmd, work_dir / "worker_agent.log"), metrics_port
 
 
-def scrape_metrics(port: int, save_to: Path | None = None) -> dict[str, float]:
+def scrape_metrics(port: int, save_to: Path | None = None, token: str | None = None) -> dict[str, float]:
     """The agent's engine counters; the whole exposition is kept in `save_to` (API requests by
-    resource and code, queue gauges) for a look after the run."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            text = resp.read().decode(errors="replace")
-    except (urllib.error.URLError, OSError) as e:
-        say(f"could not read /metrics on port {port}: {e}")
+    resource and code, queue gauges) for a look after the run. Its /metrics is HTTPS (self-signed)
+    behind a TokenReview and a SubjectAccessReview: `token` is the cluster's metrics reader's."""
+    status, text = load_localfleet().read_metrics(f"https://127.0.0.1:{port}/metrics", token, timeout=5)
+    if status != 200:
+        say(f"could not read /metrics on port {port}: {status or 'unreachable'} {text.strip()[:200]}")
         return {}
     if save_to is not None:
         save_to.write_text(text)
@@ -1787,8 +1791,10 @@ def run_one(
             )
             shape = OURS
 
+            token = load_localfleet().cluster_metrics_token(cluster.state_cluster())
+
             def metrics_reader() -> dict[str, float]:
-                return scrape_metrics(metrics_port, work_dir / "worker_agent.metrics.txt")
+                return scrape_metrics(metrics_port, work_dir / "worker_agent.metrics.txt", token)
 
         bench = BenchRun(
             shape,

@@ -948,6 +948,15 @@ class Fleet:
     def agent_metrics_urls(self) -> dict[str, str]:
         return {name: c["agent"]["metrics"] for name, c in self.clusters.items() if "agent" in c}
 
+    def metrics_token(self, cluster: str) -> str | None:
+        """The bearer token the fleet's metrics reader scrapes that cluster's /metrics with
+        (hack/localfleet.py writes it at `up`; our endpoints and upstream's are HTTPS and ask for one)."""
+        path = self.clusters.get(cluster, {}).get("metricsToken")
+        try:
+            return Path(path).read_text().strip() if path else None
+        except OSError:
+            return None
+
     def host_of(self, cluster: str) -> str:
         """`127.0.0.1:<port>`: the host label rest_client_requests_total gives that apiserver."""
         return self.clusters[cluster]["server"].split("://", 1)[-1].rstrip("/")
@@ -975,14 +984,15 @@ class Fleet:
 
 
 def scrape(url: str | None, save_to: Path | None = None, bearer_token: str | None = None) -> list[Sample]:
-    """One /metrics read ([] without a URL or on failure). With `bearer_token`: upstream Kueue's
-    HTTPS endpoint on 127.0.0.1, whose certificate is the fleet CA's (not checked here)."""
+    """One /metrics read ([] without a URL or on failure), with `bearer_token` when given. An HTTPS
+    endpoint on 127.0.0.1 (ours: self-signed; upstream Kueue's: the fleet CA's) is not verified."""
     if url is None:
         return []
     request = urllib.request.Request(url)
     context = None
     if bearer_token is not None:
         request.add_header("Authorization", f"Bearer {bearer_token}")
+    if url.startswith("https://"):
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -1290,11 +1300,14 @@ class FederationRun:
             result.managed_by = "explicit" if self.explicit_managed_by else "webhook"
             manager_url = self.fleet.manager_metrics_url
             agent_urls = self.fleet.agent_metrics_urls()
+            manager_token = self.fleet.metrics_token("manager")
             before = await asyncio.to_thread(
-                scrape, manager_url, self.work_dir / "manager.before.metrics.txt"
+                scrape, manager_url, self.work_dir / "manager.before.metrics.txt", manager_token
             )
             agents_before = {
-                c: await asyncio.to_thread(scrape, u, self.work_dir / f"{c}-agent.before.metrics.txt")
+                c: await asyncio.to_thread(
+                    scrape, u, self.work_dir / f"{c}-agent.before.metrics.txt", self.fleet.metrics_token(c)
+                )
                 for c, u in agent_urls.items()
             }
             result.load_start = list(os.getloadavg())
@@ -1334,9 +1347,13 @@ class FederationRun:
             await sampler.stop()
             result.load_end = list(os.getloadavg())
             first_submit, last_submit = submit_task.result()
-            after = await asyncio.to_thread(scrape, manager_url, self.work_dir / "manager.after.metrics.txt")
+            after = await asyncio.to_thread(
+                scrape, manager_url, self.work_dir / "manager.after.metrics.txt", manager_token
+            )
             agents_after = {
-                c: await asyncio.to_thread(scrape, u, self.work_dir / f"{c}-agent.after.metrics.txt")
+                c: await asyncio.to_thread(
+                    scrape, u, self.work_dir / f"{c}-agent.after.metrics.txt", self.fleet.metrics_token(c)
+                )
                 for c, u in agent_urls.items()
             }
             self._fill(result, before, after, agents_before, agents_after, sampler, first_submit, last_submit)

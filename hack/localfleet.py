@@ -173,6 +173,14 @@ UPSTREAM_KUEUE_GROUP_KIND_CONCURRENCY = {
 # Upstream Kueue reads its metrics serving certificate from this fixed path when internalCertManagement
 # is off; `up --upstream-kueue` mounts a private /etc (an overlay) holding one issued by the fleet's CA.
 UPSTREAM_KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
+# Every Kueue process's /metrics (ours and upstream's) is HTTPS and wants a bearer token allowed `get` on
+# the non-resource URL /metrics (TokenReview + SubjectAccessReview). `up` makes this ServiceAccount,
+# ClusterRole and binding on every cluster and writes a token of it to <cluster>/metrics-reader.token
+# (the state's `metricsToken`): `status`, the benchmarks and the tests scrape with it.
+METRICS_READER = "kueue-federation-metrics-reader"
+METRICS_READER_NAMESPACE = AGENT_NAMESPACE
+METRICS_TOKEN_FILE = "metrics-reader.token"
+METRICS_TOKEN_DURATION = "8760h"  # a year: the apiservers set no --service-account-max-token-expiration
 
 
 def log(msg: str) -> None:
@@ -1066,6 +1074,84 @@ def tls_port_open(port: int) -> bool:
         return False
 
 
+def metrics_reader_objects() -> list[dict]:
+    """The identity that scrapes /metrics: a ServiceAccount bound to a ClusterRole allowing `get` on the
+    non-resource URL /metrics (what deploy/worker-agent's `kueue-metrics-reader` grants)."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": METRICS_READER_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": METRICS_READER, "namespace": METRICS_READER_NAMESPACE},
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRole",
+            "metadata": {"name": METRICS_READER},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": METRICS_READER},
+            "roleRef": {"apiGroup": rbac.split("/")[0], "kind": "ClusterRole", "name": METRICS_READER},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": METRICS_READER, "namespace": METRICS_READER_NAMESPACE}
+            ],
+        },
+    ]
+
+
+def metrics_reader_token(kubectl: Kubectl, duration: str = METRICS_TOKEN_DURATION) -> str:
+    """A token of the metrics reader (its objects created first, idempotently)."""
+    kubectl.apply(metrics_reader_objects())
+    res = kubectl("create", "token", METRICS_READER, "-n", METRICS_READER_NAMESPACE, f"--duration={duration}")
+    token = res.stdout.strip()
+    if not token:
+        raise FleetError(f"kubectl create token {METRICS_READER} printed no token: {res.stderr.strip()}")
+    return token
+
+
+def cluster_metrics_token(cluster: dict) -> str | None:
+    """The metrics reader's token `up` wrote for a cluster of the state (None if there is none)."""
+    path = cluster.get("metricsToken")
+    try:
+        return Path(path).read_text().strip() if path else None
+    except OSError:
+        return None
+
+
+def read_metrics(url: str, token: str | None, timeout: float = 10) -> tuple[int, str]:
+    """(HTTP status, body) of a /metrics URL; 0 and the error when unreachable. HTTPS with the bearer
+    token; the server's certificate is not checked (our processes' are self-signed, as
+    controller-runtime's; Prometheus setups use insecureSkipVerify the same way)."""
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    context = None
+    if url.startswith("https://"):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as e:
+        return 0, str(e)
+
+
+def metrics_summary(url: str, token: str | None) -> str:
+    """`metrics <url> (read)` or why not, for `status`."""
+    code, body = read_metrics(url, token, timeout=5)
+    if code == 200:
+        return f"metrics {url} (read with the metrics-reader token)"
+    reason = body.strip().splitlines()[0] if body.strip() else "no answer"
+    return f"metrics {url} (NOT readable: {code or 'unreachable'} {reason})"
+
+
 class Kubectl:
     def __init__(self, binary: Path, kubeconfig_path: str) -> None:
         self.binary = binary
@@ -1203,6 +1289,7 @@ class FleetUp:
         self.start_apiservers()
         self.start_controllers()
         self.install_crds()
+        self.grant_metrics_reader()
         self.start_agents(webhooks_only=not self.opts.agents)
         if self.opts.upstream_kueue:
             self.start_upstream_kueue()
@@ -1455,6 +1542,14 @@ class FleetUp:
                 ],
             )
 
+    def grant_metrics_reader(self) -> None:
+        """On every cluster, the metrics reader and a token of it (`metricsToken` in the state)."""
+        self.step("creating the metrics reader (a ServiceAccount token allowed `get /metrics`) everywhere")
+        for c in self.clusters:
+            path = write_file(c.dir / METRICS_TOKEN_FILE, metrics_reader_token(self.kubectl(c)) + "\n")
+            self.state.cluster(c.name)["metricsToken"] = str(path)
+        self.state.save()
+
     def install_crds(self) -> None:
         self.step("installing LeaderWorkerSet and Kueue CRDs")
         ours = crd_docs([*self.bins.lws_crds, *sorted(OUR_CRDS.glob("*.yaml"))])
@@ -1632,7 +1727,7 @@ class FleetUp:
             self.state.cluster(c.name)["agent" if not webhooks_only else "webhooks"] = {
                 "config": str(cfg),
                 "health": f"http://127.0.0.1:{c.ports['agent-health']}",
-                "metrics": f"http://127.0.0.1:{c.ports['agent-metrics']}/metrics",
+                "metrics": f"https://127.0.0.1:{c.ports['agent-metrics']}/metrics",
                 "webhook": f"https://127.0.0.1:{c.ports['agent-webhook']}",
                 **(
                     {}
@@ -1981,7 +2076,7 @@ class FleetUp:
         self.state.cluster(c.name)["manager"] = {
             "config": str(cfg),
             "health": f"http://127.0.0.1:{c.ports['manager-health']}",
-            "metrics": f"http://127.0.0.1:{c.ports['manager-metrics']}/metrics",
+            "metrics": f"https://127.0.0.1:{c.ports['manager-metrics']}/metrics",
         }
         record = self.state.start(
             c.name,
@@ -2840,6 +2935,8 @@ def cmd_status(args: argparse.Namespace) -> None:
             if p["component"] == AGENT_COMPONENT and "agent" in c:
                 ready = alive and http_ok(f"{c['agent']['health']}/readyz")
                 extra = f"  {'ready' if ready else 'NOT ready'}, webhooks {c['agent']['webhook']}"
+                if alive:
+                    extra += ", " + metrics_summary(c["agent"]["metrics"], cluster_metrics_token(c))
                 if "visibility" in c["agent"]:
                     bins = Binaries(state.data.get("versions") or read_versions())
                     kubectl = Kubectl(bins.path("kubectl"), c["kubeconfig"])
@@ -2849,12 +2946,16 @@ def cmd_status(args: argparse.Namespace) -> None:
                     extra += f", visibility API {'Available' if available else 'NOT available'}"
             if p["component"] == MANAGER_COMPONENT and MANAGER_COMPONENT in c:
                 ready = alive and http_ok(f"{c['manager']['health']}/readyz")
-                extra = f"  {'ready' if ready else 'NOT ready'}, metrics {c['manager']['metrics']}"
+                metrics = c["manager"]["metrics"]
+                shown = metrics_summary(metrics, cluster_metrics_token(c)) if alive else f"metrics {metrics}"
+                extra = f"  {'ready' if ready else 'NOT ready'}, {shown}"
             if p["component"] == UPSTREAM_KUEUE_COMPONENT and "upstreamKueue" in c:
                 upstream = c["upstreamKueue"]
                 ready = alive and http_ok(f"{upstream['health']}/readyz")
                 readiness = "ready" if ready else "NOT ready"
                 extra = f"  {upstream['version']} {readiness}, webhooks {upstream['webhook']}"
+                if alive:
+                    extra += ", " + metrics_summary(upstream["metrics"], cluster_metrics_token(c))
             status = supervised_status(p)
             if alive:
                 running = "running"

@@ -37,6 +37,10 @@ class Fleet:
         """Admin kubeconfig (system:masters) of a cluster."""
         return self.state["clusters"][cluster]["kubeconfig"]
 
+    def metrics_token(self, cluster: str) -> str:
+        """A bearer token allowed `get /metrics` on the cluster (hack/localfleet.py's metrics reader)."""
+        return Path(self.state["clusters"][cluster]["metricsToken"]).read_text().strip()
+
     def multikueue_kubeconfig(self, worker: str) -> str:
         """Kubeconfig of the manager's least-privilege identity on a worker."""
         return self.state["clusters"][worker]["multikueueKubeconfig"]

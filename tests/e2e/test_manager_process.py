@@ -96,7 +96,9 @@ async def test_two_manager_replicas_one_leader_and_failover(fleet, tmp_path: Pat
             holder = (await kube.get(api.LEASE, lease, "kueue-system"))["spec"]["holderIdentity"]
             leader, follower = (first, second) if str(first.pid) in holder else (second, first)
             leader_metrics = first_metrics if leader is first else second_metrics
-            status, text = http_get(f"http://127.0.0.1:{leader_metrics}/metrics")
+            status, text = http_get(
+                f"https://127.0.0.1:{leader_metrics}/metrics", fleet.metrics_token("manager")
+            )
             assert status == 200
             assert 'multikueue_cluster_status{cluster="' + cluster + '",status="active"} 1.0' in text
             assert "# TYPE multikueue_workloads_dispatched_total counter" in text

@@ -1,5 +1,6 @@
-"""`python -m worker_agent` as a process: leader election, /readyz, /metrics with upstream names,
-and user mistakes (a missing LocalQueue or ClusterQueue) reported without a traceback."""
+"""`python -m worker_agent` as a process: leader election, /readyz, /metrics with upstream names (over
+HTTPS, with the fleet's metrics-reader token), and user mistakes (a missing LocalQueue or
+ClusterQueue) reported without a traceback."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import asyncio
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -31,10 +34,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def http_get(url: str) -> tuple[int, str]:
+def http_get(url: str, token: str | None = None) -> tuple[int, str]:
+    """(status, body); an HTTPS URL (our secure /metrics, self-signed) is not verified."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = None
+    if url.startswith("https://"):
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with urllib.request.urlopen(request, timeout=2, context=context) as resp:
             return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
     except OSError:
         return 0, ""
 
@@ -51,6 +62,7 @@ async def wait_until(check, seconds: float = 30) -> None:
 async def test_worker_agent_process(fleet, tmp_path: Path):
     cluster = fleet.workers[-1]
     kubeconfig = fleet.kubeconfig(cluster)
+    token = fleet.metrics_token(cluster)  # /metrics is HTTPS behind a TokenReview and a SubjectAccessReview
     metrics_port, health_port = free_port(), free_port()
     lease = f"test-{uuid.uuid4().hex[:6]}"
     config = tmp_path / "config.yaml"
@@ -173,11 +185,11 @@ async def test_worker_agent_process(fleet, tmp_path: Path):
             await wait_until(admitted)
 
             async def metrics_show_admission() -> bool:
-                status, text = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
+                status, text = http_get(f"https://127.0.0.1:{metrics_port}/metrics", token)
                 return status == 200 and f'kueue_admitted_workloads_total{{cluster_queue="{cq}"' in text
 
             await wait_until(metrics_show_admission)
-            _, text = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
+            _, text = http_get(f"https://127.0.0.1:{metrics_port}/metrics", token)
             assert "kueue_admission_attempts_total" in text
             assert "kueue_worker_agent_engine_cpu_seconds_total" in text
 

@@ -1,7 +1,7 @@
 """The worker_agent's RBAC in deploy/worker-agent is enough: an agent authenticated as the
 kueue-worker-agent ServiceAccount (token from the TokenRequest API) elects a leader, admits a
 Workload, writes ClusterQueue status and events, with no permission errors; and it may make the
-calls its visibility API server makes."""
+calls its visibility API server and its secure metrics endpoint make."""
 
 from __future__ import annotations
 
@@ -120,3 +120,35 @@ async def test_the_service_account_may_do_what_the_visibility_api_needs(kube, cl
         decision = await reviewer.authorize(nobody, attributes)
         assert decision.allowed is False and reviewer.reviews_total == 1
         await agent_kube.list(api.API_SERVICE)  # no Forbidden
+
+
+async def test_the_service_account_may_review_metrics_callers(kube, cluster, fleet):
+    """Secure metrics' reviews, made with the ServiceAccount's token: a TokenReview of a scraper's
+    token and a SubjectAccessReview of `get /metrics`; and nothing more than that on /metrics itself."""
+    cluster.fleet.kubectl(
+        "manager", "apply", "-f", str(DEPLOY / "namespace.yaml"), "-f", str(DEPLOY / "rbac.yaml")
+    )
+    token = await kube.request(
+        "POST",
+        "/api/v1/namespaces/kueue-system/serviceaccounts/kueue-worker-agent/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    admin = yaml.safe_load(Path(fleet.kubeconfig("manager")).read_text())  # noqa: ASYNC240 - a small local file
+    config = copy.deepcopy(admin)
+    config["users"] = [{"name": "agent", "user": {"token": token["status"]["token"]}}]
+    config["contexts"] = [
+        {"name": "agent", "context": {"cluster": admin["clusters"][0]["name"], "user": "agent"}}
+    ]
+    config["current-context"] = "agent"
+    async with await KubeClient.from_kubeconfig_dict(config) as agent_kube:
+        tokens = delegated_auth.TokenReviewer(agent_kube)
+        user = await tokens.review(token["status"]["token"])
+        assert user is not None and user.name == "system:serviceaccount:kueue-system:kueue-worker-agent"
+        assert await tokens.review("not-a-token") is None
+        access = delegated_auth.SubjectAccessReviewer(agent_kube, always_allow_groups=())
+        decision = await access.authorize(user, delegated_auth.NonResourceAttributes("get", "/metrics"))
+        assert decision.allowed is False  # the agent itself is no metrics reader

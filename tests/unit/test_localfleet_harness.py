@@ -772,3 +772,57 @@ def test_setup_multikueue_scales_to_20_workers_and_refuses_more(tmp_path, capsys
     assert localfleet.main(["--dir", str(run_dir), "up", "--setup-multikueue", "--workers", "21"]) == 1
     assert "at most 20 workers" in capsys.readouterr().err
     assert not run_dir.exists()
+
+
+def test_the_metrics_reader_may_get_metrics_only():
+    docs = {d["kind"]: d for d in localfleet.metrics_reader_objects()}
+    assert docs["ClusterRole"]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert docs["ClusterRoleBinding"]["roleRef"]["name"] == localfleet.METRICS_READER
+    assert docs["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": localfleet.METRICS_READER, "namespace": "kueue-system"}
+    ]
+    assert docs["ServiceAccount"]["metadata"]["namespace"] == "kueue-system"
+
+
+def test_status_reads_secure_metrics_with_the_clusters_token(tmp_path):
+    """`status` (metrics_summary) against a real secure metrics server in a thread: the token file
+    of the state is sent; without it the 401 is shown."""
+    import asyncio
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from kube_runtime.delegated_auth import Decision, UserInfo
+    from kube_runtime.httpserver import MetricsAuth, start_servers
+
+    async def review_token(token):
+        return UserInfo("reader") if token == "t0ken" else None
+
+    async def review_access(user, attributes):
+        return Decision(attributes.path == "/metrics" and attributes.verb == "get")
+
+    loop = asyncio.new_event_loop()
+    servers = loop.run_until_complete(
+        start_servers(
+            "127.0.0.1:0",
+            "0",
+            CollectorRegistry(),
+            lambda: True,
+            auth=MetricsAuth(review_token, review_access),
+        )
+    )
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"https://127.0.0.1:{servers[0].port}/metrics"
+        (tmp_path / "metrics-reader.token").write_text("t0ken\n")
+        token = localfleet.cluster_metrics_token({"metricsToken": str(tmp_path / "metrics-reader.token")})
+        assert token == "t0ken"
+        assert localfleet.metrics_summary(url, token) == f"metrics {url} (read with the metrics-reader token)"
+        assert localfleet.metrics_summary(url, None) == f"metrics {url} (NOT readable: 401 Unauthorized)"
+        assert localfleet.cluster_metrics_token({}) is None
+    finally:
+        asyncio.run_coroutine_threadsafe(servers[0].stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

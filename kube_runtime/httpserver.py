@@ -351,6 +351,18 @@ def parse_bind_address(address: str, default_host: str = "0.0.0.0") -> tuple[str
     return host or default_host, int(port)
 
 
+def addresses_problem(metrics_address: str, health_address: str, serving: MetricsServing) -> str | None:
+    """Why the two addresses cannot be served together (None when they can): secure metrics (HTTPS)
+    and the probes (HTTP) cannot share a port."""
+    metrics = parse_bind_address(metrics_address)
+    if serving.insecure or metrics[1] <= 0 or metrics != parse_bind_address(health_address):
+        return None
+    return (
+        f"metrics.bindAddress and health.healthProbeBindAddress are both {metrics_address}: metrics are "
+        "served over HTTPS and the probes over HTTP, so they need different ports (or --metrics-insecure)"
+    )
+
+
 async def start_servers(
     metrics_address: str,
     health_address: str,
@@ -366,14 +378,12 @@ async def start_servers(
     default) need `kube` for their reviews (or `auth`) and an address of their own; with
     `serving.insecure` one address may serve both, over HTTP."""
     serving = serving or MetricsServing()
+    problem = addresses_problem(metrics_address, health_address, serving)
+    if problem:
+        raise ValueError(problem)
     metrics_host, metrics_port = parse_bind_address(metrics_address)
     health_host, health_port = parse_bind_address(health_address)
     shared = metrics_port > 0 and (metrics_host, metrics_port) == (health_host, health_port)
-    if shared and not serving.insecure:
-        raise ValueError(
-            f"metrics.bindAddress and health.healthProbeBindAddress are both {metrics_address}: metrics are "
-            "served over HTTPS and the probes over HTTP, so they need different ports (or --metrics-insecure)"
-        )
     servers: list[HealthServer] = []
     try:
         if metrics_port >= 0:

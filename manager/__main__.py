@@ -10,7 +10,7 @@ from pathlib import Path
 import structlog
 
 from kube_runtime import features
-from kube_runtime.httpserver import MetricsServing, add_metrics_arguments
+from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
 from manager.config import load_manager_config, parse_manager_config
@@ -76,6 +76,16 @@ async def amain(args: argparse.Namespace) -> int:
             await kube.close()
             await events_kube.close()
             return 2
+    problem = addresses_problem(
+        args.metrics_bind_address or config.metrics_bind_address,
+        args.health_probe_bind_address or config.health_probe_bind_address,
+        MetricsServing.from_args(args),
+    )
+    if problem:
+        print(f"manager: {problem}", file=sys.stderr)
+        await kube.close()
+        await events_kube.close()
+        return 2
     for warning in config.warnings:
         log.warning("configuration", warning=warning)
     try:

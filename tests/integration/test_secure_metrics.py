@@ -240,3 +240,18 @@ async def test_the_manager_service_account_may_review_metrics_callers(kube, flee
         access = delegated_auth.SubjectAccessReviewer(manager_kube, always_allow_groups=())
         decision = await access.authorize(user, delegated_auth.NonResourceAttributes("get", "/metrics"))
         assert decision.allowed is False
+
+
+@pytest.mark.parametrize("module", ["worker_agent", "manager"])
+def test_secure_metrics_and_probes_on_one_address_stop_start_up(fleet, tmp_path, module):
+    address = f"127.0.0.1:{free_port()}"
+    config = tmp_path / "config.yaml"
+    config.write_text(MANAGER_CONFIG)
+    args = ["--kubeconfig", fleet.kubeconfig("manager"), "--config", str(config)]
+    args += ["--metrics-bind-address", address, "--health-probe-bind-address", address]
+    res = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert (
+        f"{module}: metrics.bindAddress and health.healthProbeBindAddress are both {address}: metrics are "
+        "served over HTTPS and the probes over HTTP, so they need different ports (or --metrics-insecure)"
+    ) in res.stderr

@@ -158,12 +158,14 @@ class WorkloadRow:
     why: str  # why it waits (or where it runs), merged from the manager and the workers
 
 
-def copy_waits_because(cluster: str, copy: Obj, position: int | None) -> str:
-    """One worker's own reason for not admitting its copy (and its place in that worker's queue)."""
-    reserved = condition(copy, "QuotaReserved")
-    message = reserved.get("message") or "not admitted yet"
-    where = f" (position {position} in its ClusterQueue)" if position is not None else ""
-    return f"{cluster}: {message}{where}"
+def copy_waits_because(cluster: str, copy: Obj, position: int | None, named: bool = False) -> str:
+    """One worker's own reason for not admitting its copy and its place in that worker's queue;
+    `named`: the manager's check message already quotes that worker's reason, so only the place."""
+    where = f"position {position} in its ClusterQueue" if position is not None else ""
+    if named:
+        return f"{cluster}: {where}" if where else ""
+    message = condition(copy, "QuotaReserved").get("message") or "not admitted yet"
+    return f"{cluster}: {message}" + (f" ({where})" if where else "")
 
 
 def workload_row(
@@ -195,8 +197,9 @@ def workload_row(
         row.stage, row.why = EVICTED, condition(wl, "Evicted").get("message", "")
     elif wlutil.has_quota_reservation(wl):
         row.stage = DISPATCHING
+        message = check.get("message") or ""
         waits = [
-            copy_waits_because(cluster, copy, positions.get(cluster))
+            copy_waits_because(cluster, copy, positions.get(cluster), named=f'"{cluster}"' in message)
             for cluster, copy in sorted(copies.items())
             if copy is not None and not wlutil.has_quota_reservation(copy)
         ]
@@ -206,7 +209,7 @@ def workload_row(
         if admitted_elsewhere and not waits:
             row.why = f"admitted on {', '.join(sorted(admitted_elsewhere))}; the manager is placing it there"
         else:
-            row.why = "; ".join([check.get("message") or "", *waits]).strip("; ") or "waiting for a worker"
+            row.why = "; ".join(part for part in [message, *waits] if part) or "waiting for a worker"
     else:
         reserved = condition(wl, "QuotaReserved")
         row.why = reserved.get("message") or "waiting for quota on the manager"

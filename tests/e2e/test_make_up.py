@@ -196,16 +196,16 @@ def test_plugin_workloads_say_why_a_job_waits_on_every_worker(made_up):
         def row():
             res = made_up.plugin("workloads", "-o", "json")
             rows = [r for r in json.loads(res.stdout) if r["job"] == f"Job/{name}"]
-            return (
-                rows[0]
-                if rows and rows[0]["stage"] == "Dispatching" and "worker2:" in rows[0]["why"]
-                else None
-            )
+            why = rows[0]["why"] if rows and rows[0]["stage"] == "Dispatching" else ""
+            return rows[0] if "multikueue-test-worker2: position" in why else None
 
         found = wait_until("the Job's Workload dispatched to both workers", row, timeout=60)
         assert found["worker"] == "-"
+        # Each worker's own reason (the manager's check quotes them) and the copy's place in that
+        # worker's queue (its visibility API).
         for worker in ("multikueue-test-worker1", "multikueue-test-worker2"):
-            assert f"{worker}: couldn't assign flavors to pod set main" in found["why"], found["why"]
+            assert f'"{worker}": couldn\'t assign flavors to pod set main' in found["why"], found["why"]
+            assert f"{worker}: position 0 in its ClusterQueue" in found["why"], found["why"]
         table = made_up.plugin("workloads").stdout.splitlines()
         assert table[0].split() == ["NAME", "JOB", "STAGE", "WORKER", "WHY"]
         assert any(f"Job/{name}" in line and "Dispatching" in line for line in table)

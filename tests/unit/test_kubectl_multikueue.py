@@ -70,6 +70,15 @@ def test_a_dispatched_workload_merges_each_workers_reason_and_position():
     )
 
 
+def test_a_reason_the_manager_already_quotes_is_not_repeated():
+    message = 'Not admitted by any worker cluster yet: "w1": no flavor fits'
+    manager = wl(conditions=[cond("QuotaReserved")], check={"state": "Pending", "message": message})
+    copies = {"w1": wl(conditions=[cond("QuotaReserved", "False", "Pending", "no flavor fits")])}
+    assert views.workload_row(manager, [CHECK], copies).why == message
+    row = views.workload_row(manager, [CHECK], copies, {"w1": 0})
+    assert row.why == f"{message}; w1: position 0 in its ClusterQueue"
+
+
 def test_an_admitted_workload_runs_once_its_copy_reports_pods_ready():
     admitted = wl(
         conditions=[cond("QuotaReserved"), cond("Admitted")],

@@ -88,6 +88,9 @@ def remote_spec_out_of_sync(local: Obj, remote: Obj) -> bool:
 # Copies younger than this are not explained yet: most are admitted within it.
 PENDING_EXPLANATION_DELAY = 5.0
 
+# How long a finished copy's Workload waits for the end of its job to reach the manager's job.
+FINISHED_SYNC_WAIT = 30.0
+
 PRIORITY_FIELDS = ("priorityClassName", "priorityClassSource", "priority")
 # In a cached remote copy, the digest of its spec without the priority fields and preemption gates.
 SPEC_DIGEST_KEY = "kueue-federation.dev/specDigest"
@@ -312,8 +315,9 @@ class WorkloadReconciler:
                 await self.update_check_state(wl, state, api.CHECK_STATE_PENDING, api.MSG_RETRY_WITHOUT_QUOTA)
             return Result(requeue_after=self.worker_lost_timeout) if group.unavailable else None
 
-        # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync).
-        finished = best_match(group.remotes, api.WORKLOAD_FINISHED)
+        # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync). A
+        # copy that finished and then left its worker (with its job) counts: that run is over.
+        finished = best_match(group.remotes, api.WORKLOAD_FINISHED) or self._finished_and_gone(wl, group)
         if finished is not None:
             cluster, condition = finished
             if condition.get("reason") == api.REASON_OUT_OF_SYNC:
@@ -326,8 +330,11 @@ class WorkloadReconciler:
                     api.acs_update_message(message, api.CHECK_STATE_READY),
                 )  # fmt: skip
                 return None
-            client = group.available[cluster]
-            await self.sync_job(client, adapter, namespace, owner_name, name)
+            synced = await adapter.sync_finished(group.available[cluster], namespace, owner_name)
+            waited = wlutil.seconds_since(condition.get("lastTransitionTime"), self.clock.now())
+            if not synced and waited < FINISHED_SYNC_WAIT:
+                # The Workload finishes once its job's end is copied: finished, it is never synced again.
+                return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER)
             updated = wlutil.working_copy(wl)
             reason, message = condition.get("reason", ""), condition.get("message", "")
             wlutil.set_condition(updated, api.WORKLOAD_FINISHED, "True", reason, message, self.clock.now())
@@ -388,6 +395,19 @@ class WorkloadReconciler:
             return None
         await self.nominate_and_synchronize(wl, adapter, owner_name, group)
         return await self._explain_pending(wl, state, group)
+
+    def _finished_and_gone(self, wl: Obj, group: Group) -> tuple[str, Obj] | None:
+        """(worker, Finished condition) of a copy seen finished that is no longer there."""
+        meta = wl["metadata"]
+        for cluster, client in sorted(group.available.items()):
+            if group.remotes.get(cluster) is None:
+                gone = client.finished_gone(api.WORKLOAD, meta["namespace"], meta["name"])
+                condition = find_status_condition(
+                    ((gone or {}).get("status") or {}).get("conditions"), api.WORKLOAD_FINISHED
+                )
+                if condition is not None:
+                    return cluster, condition
+        return None
 
     def _winner_candidates(self, wl: Obj, adapter: Adapter, group: Group) -> dict[str, Obj | None]:
         """The copies that may decide where `wl` runs. A group's members are dispatched with its

@@ -36,6 +36,12 @@ class Adapter(Protocol):
         True means "status deliberately not copied yet: look again soon"."""
         ...
 
+    async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
+        """Copy the end of the run to the local job, from the worker's job or, when the worker
+        deleted it, from its last state seen; never create it: that run is over. False while the
+        worker's job is there but not seen finished yet (the copy's watch ran ahead of the job's)."""
+        ...
+
     async def delete_remote(self, remote: RemoteClient, namespace: str, name: str) -> None: ...
 
     def workload_keys_for(self, remote_obj: Obj) -> list[str]:

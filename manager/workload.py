@@ -387,11 +387,10 @@ class WorkloadReconciler:
         # eviction clears it at once, while the old quota is still held (until released and
         # reserved again, Evicted stays True). A copy dispatched then would be admitted only to be
         # deactivated (step 5), and its job created and deleted on that worker.
-        if (
-            state.get("state") != api.CHECK_STATE_PENDING
-            or (wl.get("status") or {}).get("clusterName")
-            or wlutil.is_evicted(wl)
-        ):
+        if wlutil.is_evicted(wl):
+            await self._release_evicted(wl, adapter, owner_name, group)
+            return None
+        if state.get("state") != api.CHECK_STATE_PENDING or (wl.get("status") or {}).get("clusterName"):
             return None
         await self.nominate_and_synchronize(wl, adapter, owner_name, group)
         return await self._explain_pending(wl, state, group)
@@ -408,6 +407,17 @@ class WorkloadReconciler:
                 if condition is not None:
                     return cluster, condition
         return None
+
+    async def _release_evicted(self, wl: Obj, adapter: Adapter, owner_name: str, group: Group) -> None:
+        """An eviction the manager started completes only once the manager's job has stopped. No
+        copy is admitted or being evicted on a reachable worker (both are handled above): the
+        copy is gone or its worker unreachable, so nothing will mirror a stop; whatever is left of
+        the job on reachable workers goes, and the local job drops its mirrored running state.
+        The Workload is dispatched again once its quota is released and reserved anew."""
+        meta = wl["metadata"]
+        for client in group.available.values():
+            await self.remove_remote_objects(client, adapter, meta["namespace"], owner_name, meta["name"])
+        await adapter.release_local(meta["namespace"], owner_name)
 
     def _winner_candidates(self, wl: Obj, adapter: Adapter, group: Group) -> dict[str, Obj | None]:
         """The copies that may decide where `wl` runs. A group's members are dispatched with its
@@ -455,8 +465,7 @@ class WorkloadReconciler:
     async def _admitting_remote_missing(self, wl: Obj, state: Obj, group: Group) -> Result | None:
         admitting = (wl.get("status") or {}).get("clusterName", "")
         if admitting and admitting in group.unavailable:
-            client = self.remotes.get(admitting)
-            lost_since = (client.disconnected_since if client is not None else None) or self.clock.now()
+            lost_since = self.remotes.lost_since(admitting, self.clock.now())
             remaining = self.worker_lost_timeout - (self.clock.now() - lost_since).total_seconds()
             if remaining > 0:
                 return Result(requeue_after=remaining)

@@ -42,6 +42,12 @@ class Adapter(Protocol):
         worker's job is there but not seen finished yet (the copy's watch ran ahead of the job's)."""
         ...
 
+    async def release_local(self, namespace: str, name: str) -> None:
+        """The job runs on no worker we can see (its copy is gone, or its worker unreachable, and
+        the manager evicted its Workload): drop whatever mirrored state would keep the eviction
+        waiting for the job to stop."""
+        ...
+
     async def delete_remote(self, remote: RemoteClient, namespace: str, name: str) -> None: ...
 
     def workload_keys_for(self, remote_obj: Obj) -> list[str]:

@@ -3,11 +3,12 @@ adopts the prebuilt remote Workload; the worker's Job status is mirrored onto th
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import TYPE_CHECKING, Any
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient
+from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, compact
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from manager.remote import RemoteClient
 
 Obj = dict[str, Any]
+
+# Pod counts a running Job reports; a suspended Job whose pods are gone reports none.
+_POD_COUNTS = ("active", "ready", "terminating")
 
 # Labels the Job controller adds to the pod template; the worker's apiserver adds its own.
 _GENERATED_TEMPLATE_LABELS = (
@@ -152,6 +156,19 @@ class JobAdapter:
             return False
         await self._mirror_status(local, remote_job.get("status") or {})
         return True
+
+    async def release_local(self, namespace: str, name: str) -> None:
+        """The agent suspends the evicted manager Job and releases its quota once the Job reports
+        no active pod; with its worker copy gone or unreachable, nothing would ever lower the count
+        mirrored last."""
+        local = self.local_job(namespace, name)
+        status = (local or {}).get("status") or {}
+        if local is None or not any(status.get(key) for key in _POD_COUNTS):
+            return
+        meta = local["metadata"]
+        patch = {"status": dict.fromkeys(_POD_COUNTS)}
+        with contextlib.suppress(NotFound):
+            await self.local_kube.patch_status_merge(api.JOB, meta["name"], patch, meta["namespace"])
 
     async def _mirror_status(self, local: Obj, remote_status: Obj) -> None:
         local_status = local.get("status") or {}

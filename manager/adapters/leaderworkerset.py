@@ -123,6 +123,10 @@ class LeaderWorkerSetAdapter:
             await self._mirror_status(local, remote_lws, remote.name)
         return True
 
+    async def release_local(self, namespace: str, name: str) -> None:
+        """Nothing to drop: the manager's agent evicts a group Workload by its pods, and the
+        manager cluster runs none."""
+
     async def _mark_worker(self, local: Obj, cluster: str) -> None:
         if ((local["metadata"].get("annotations") or {}).get(ANNOTATION_WORKER_CLUSTER)) == cluster:
             return

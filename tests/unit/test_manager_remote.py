@@ -11,6 +11,7 @@ import pytest
 
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from manager.clusters import Remotes
 from manager.remote import (
     FINISHED_GONE_KEEP_SECONDS,
     ConnectError,
@@ -289,3 +290,17 @@ def test_objects_that_did_not_finish_leave_nothing_behind(resource, obj) -> None
     client.remember_deleted(resource, obj)
     assert not finished_state(resource, obj)
     assert client.finished_gone(resource, "ns", "wl") is None
+
+
+async def test_a_worker_without_a_client_is_lost_since_first_asked_not_since_every_reconcile() -> None:
+    """The worker-lost grace period of a worker whose MultiKueueCluster is gone runs out; a client
+    (even one that never connected, after a restart with a bad kubeconfig) gives its own time."""
+    clock = FakeClock(START)
+    remotes = Remotes()
+    assert remotes.lost_since("worker1", clock.now()) == START
+    await clock.advance(30)
+    assert remotes.lost_since("worker1", clock.now()) == START
+    remotes.clients["worker1"] = new_client(clock)  # created now, never connected
+    assert remotes.lost_since("worker1", clock.now()) == START + dt.timedelta(seconds=30)
+    remotes.clients["worker1"].mark_connected()
+    assert remotes.lost_since("worker1", clock.now()) == clock.now()

@@ -22,7 +22,7 @@ from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, compact, object_key
-from manager.adapters.base import Adapter, check_ownership, remote_object
+from manager.adapters.base import Adapter, OwnershipError, check_ownership, foreign_object, remote_object
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
 from manager.clusters import Remotes
 from manager.groups import GroupConflict, Groups, cluster_name
@@ -90,6 +90,9 @@ PENDING_EXPLANATION_DELAY = 5.0
 
 # How long a finished copy's Workload waits for the end of its job to reach the manager's job.
 FINISHED_SYNC_WAIT = 30.0
+
+# How often a Workload that every worker refuses for a name conflict looks again.
+NAME_CONFLICT_RECHECK = 30.0
 
 PRIORITY_FIELDS = ("priorityClassName", "priorityClassSource", "priority")
 # In a cached remote copy, the digest of its spec without the priority fields and preemption gates.
@@ -392,7 +395,11 @@ class WorkloadReconciler:
             return None
         if state.get("state") != api.CHECK_STATE_PENDING or (wl.get("status") or {}).get("clusterName"):
             return None
-        await self.nominate_and_synchronize(wl, adapter, owner_name, group)
+        conflicts = await self._name_conflicts(adapter, namespace, owner_name, group)
+        if conflicts and len(conflicts) == len(group.available):
+            await self._report_conflicts(wl, state, conflicts)
+            return Result(requeue_after=NAME_CONFLICT_RECHECK)  # a foreign object's deletion sends no event
+        await self.nominate_and_synchronize(wl, adapter, owner_name, group, excluded=set(conflicts))
         return await self._explain_pending(wl, state, group)
 
     def _finished_and_gone(self, wl: Obj, group: Group) -> tuple[str, Obj] | None:
@@ -435,6 +442,35 @@ class WorkloadReconciler:
         if self.groups.is_primary(adapter.workload_index(wl), others, adapter.workload_index):
             return group.remotes
         return {}
+
+    async def _name_conflicts(
+        self, adapter: Adapter, namespace: str, owner_name: str, group: Group
+    ) -> dict[str, str]:
+        """{worker: why} for the workers without a copy yet that hold a job object of this name
+        which this manager did not create: a copy admitted there could never run (its job would
+        be refused), and the foreign object is never adopted, changed or deleted."""
+        conflicts = {}
+        for cluster, client in sorted(group.available.items()):
+            if group.remotes.get(cluster) is None:
+                if await self._name_taken(client, adapter, namespace, owner_name):
+                    kind = adapter.resource.kind
+                    conflicts[cluster] = api.name_conflict_message(kind, namespace, owner_name, cluster)
+        return conflicts
+
+    async def _report_conflicts(self, wl: Obj, state: Obj, conflicts: dict[str, str]) -> None:
+        """No worker is left: the check says why (it stays Pending: removing the foreign objects or
+        adding a worker lets it go out), with a Warning event when that changes."""
+        message = wlutil.truncate_message("; ".join(conflicts.values()))
+        if state.get("message") == message:
+            return
+        updated = wlutil.working_copy(wl)
+        self._set_state(updated, state["name"], api.CHECK_STATE_PENDING, message, keep_time=True)
+        if (updated.get("status") or {}).get("nominatedClusterNames") and not self.external_nominations:
+            updated["status"].pop("nominatedClusterNames")
+        await wlutil.apply_admission_status(self.kube, updated, strict=True)
+        self.recorder.record(
+            wl, "Warning", api.EVENT_MULTIKUEUE_DISPATCH_FAILED, api.EVENT_ACTION_DISPATCH, message
+        )
 
     async def _explain_pending(self, wl: Obj, state: Obj, group: Group) -> Result | None:
         """Beyond upstream (which leaves the message empty): when no worker admits a Workload for
@@ -503,6 +539,11 @@ class WorkloadReconciler:
                     f"{api.go_quote(cluster)}"
                 )
             became_ready = state.get("state") != api.CHECK_STATE_READY
+            if not current and await self._name_taken(client, adapter, namespace, owner_name):
+                # Taken after the copy went out: that copy goes, and the next dispatch excludes
+                # this worker (step 6).
+                await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
+                return Result(requeue=True)
             if (
                 became_ready
                 or state.get("message") != message
@@ -563,8 +604,11 @@ class WorkloadReconciler:
             await wlutil.apply_admission_status(client.kube, updated)
 
     async def nominate_and_synchronize(
-        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group
+        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group, excluded: set[str] | None = None
     ) -> None:
+        """`excluded`: workers that get no copy of this Workload (a foreign object holds its job's
+        name there)."""
+        excluded = excluded or set()
         status = wl.get("status") or {}
         others = [
             s
@@ -582,7 +626,7 @@ class WorkloadReconciler:
             members = allowed
         current = list(status.get("nominatedClusterNames") or ())
         if self.all_at_once:
-            nominated = sorted(group.available)
+            nominated = sorted(set(group.available) - excluded)
             if set(nominated) != set(current):
                 await self.set_nominated(wl, nominated)
         else:
@@ -597,6 +641,8 @@ class WorkloadReconciler:
         created = []
         for cluster, client in group.available.items():
             remote = group.remotes.get(cluster)
+            if cluster in excluded:
+                continue
             if cluster in nominated and members:
                 # The members' copies go first: the worker admits the group once the primary's arrives.
                 try:
@@ -699,13 +745,31 @@ class WorkloadReconciler:
                 except Conflict:
                     self.enqueue(object_key(member))  # it changed meanwhile: its own reconcile decides
 
+    async def _name_taken(
+        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str
+    ) -> bool:
+        """Whether a foreign object holds the job's name on the worker (one GET, made only when our
+        own job is not there)."""
+        if not owner_name or await remote_object(client, adapter.resource, namespace, owner_name) is not None:
+            return False
+        return await foreign_object(client, adapter.resource, namespace, owner_name) is not None
+
     async def sync_job(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
     ) -> bool:
         """Create or mirror the job on the admitting worker, unless a foreign object holds its name."""
         remote_job = await remote_object(client, adapter.resource, namespace, owner_name)
         check_ownership(remote_job, adapter.resource, self.origin)
-        return await adapter.sync_job(client, namespace, owner_name, workload_name)
+        try:
+            return await adapter.sync_job(client, namespace, owner_name, workload_name)
+        except AlreadyExists:
+            # Our caches see only objects of our origin: name the foreign one instead of a bare 409.
+            if await foreign_object(client, adapter.resource, namespace, owner_name) is None:
+                raise
+            kind = adapter.resource.kind
+            raise OwnershipError(
+                api.name_conflict_message(kind, namespace, owner_name, client.name)
+            ) from None
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -89,6 +89,18 @@ async def remote_object(
         return None
 
 
+async def foreign_object(
+    remote: RemoteClient, resource: api.Resource, namespace: str, name: str
+) -> Obj | None:
+    """The worker's object of this name when this manager did not create it. Always one GET: the
+    watch caches hold only objects of our origin, so they cannot see a foreign one."""
+    try:
+        obj = await remote.kube.get(resource, name, namespace)
+    except NotFound:
+        return None
+    return None if owned_by(obj, remote.origin) else obj
+
+
 def check_ownership(obj: Obj | None, resource: api.Resource, origin: str) -> None:
     """ValidateRemoteObjectOwnership: missing is fine, a foreign object is an error."""
     if not origin:

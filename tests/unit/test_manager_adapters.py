@@ -254,3 +254,10 @@ def test_the_remote_job_copy_has_no_ttl_the_manager_job_keeps_it() -> None:
     remote = remote_job_copy(local, "job-sample-1a2b3", "manager-east")
     assert "ttlSecondsAfterFinished" not in remote["spec"]
     assert local["spec"]["ttlSecondsAfterFinished"] == 0
+
+
+def test_the_name_conflict_message_names_the_object_and_the_worker() -> None:
+    assert (
+        api.name_conflict_message("Job", "team-a", "sample", "worker1")
+        == 'Job team-a/sample already exists on "worker1" and is not managed by this manager'
+    )

@@ -52,7 +52,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, cluster_name, own_fleet
+from fleet_kit import CHECK, MANAGER, NAMESPACE, QUEUE, Fleet, assert_invariants, cluster_name, own_fleet
 from test_localfleet import _localfleet_module
 from test_multikueue_lws_e2e import WORKER_LOST_TIMEOUT, lws_manifest
 
@@ -764,6 +764,7 @@ async def test_chaos(mk: Fleet):
                 f"orphans left {GC_INTERVAL + 30:.0f}s after done: {await orphans(kubes, workers, observer)}"
             )
         report["orphans_gone_after_done"] = round(time.monotonic() - done_at, 1)
+        await asyncio.to_thread(assert_invariants, mk)
         checks = copy_checks(observer, names)
 
         workloads = [wl for wl in observer.store(MANAGER, "workload") if owner_of(wl) in set(names)]

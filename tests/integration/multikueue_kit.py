@@ -239,7 +239,10 @@ class MultiKueueEnv:
 
         lines = [f"manager: {line(await self.get(self.manager_kube, api.WORKLOAD, name, self.namespace))}"]
         for cluster in self.clusters:
-            lines.append(f"{cluster}: {line(await self.remote(cluster, api.WORKLOAD, name))}")
+            try:
+                lines.append(f"{cluster}: {line(await self.remote(cluster, api.WORKLOAD, name))}")
+            except Exception as exc:  # a paused or stopped worker: say so, keep the rest
+                lines.append(f"{cluster}: unreadable ({type(exc).__name__})")
         return "\n".join(lines)
 
     async def wait_for(self, check: Any, seconds: float, workload: str) -> Any:

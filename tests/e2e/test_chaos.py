@@ -58,6 +58,7 @@ from fleet_kit import (
     NAMESPACE,
     QUEUE,
     Fleet,
+    assert_invariants,
     cluster_name,
     localfleet_module,
     mk_cluster,
@@ -773,6 +774,7 @@ async def test_chaos(mk: Fleet):
                 f"orphans left {GC_INTERVAL + 30:.0f}s after done: {await orphans(kubes, workers, observer)}"
             )
         report["orphans_gone_after_done"] = round(time.monotonic() - done_at, 1)
+        await asyncio.to_thread(assert_invariants, mk)
         checks = copy_checks(observer, names)
 
         workloads = [wl for wl in observer.store(MANAGER, "workload") if owner_of(wl) in set(names)]

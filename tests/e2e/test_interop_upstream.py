@@ -29,6 +29,7 @@ from fleet_kit import (
     SAMPLE_LWS,
     Fleet,
     NotYet,
+    assert_invariants,
     check_state,
     cluster_name,
     condition,
@@ -154,6 +155,12 @@ def delete_and_wait(fleet: Fleet, kind: str, names: list[str], timeout: float = 
 
 
 class TestOurManagerWithAnUpstreamWorker:
+    @pytest.fixture(autouse=True)
+    def nothing_stuck(self, mixed):
+        """After every test: nothing stuck, nothing leaked (fleet_kit.assert_invariants)."""
+        yield
+        assert_invariants(mixed)
+
     def test_a_job_runs_on_the_upstream_worker_and_its_status_is_mirrored(self, mixed):
         name = unique("job")
         seen_on_worker: list[dict] = []

@@ -36,6 +36,7 @@ from fleet_kit import (
     SAMPLE_LWS,
     Fleet,
     NotYet,
+    assert_invariants,
     check_state,
     cluster_name,
     cpu_quota_patch,
@@ -64,6 +65,13 @@ def mk():
     with own_fleet("kf-mk-lws-e2e-", *args, keep_logs_env="MK_LWS_E2E_LOGS") as fleet:
         assert len(fleet.workers) == 2
         yield fleet
+
+
+@pytest.fixture(autouse=True)
+def nothing_stuck(mk):
+    """After every test: nothing stuck, nothing leaked (fleet_kit.assert_invariants)."""
+    yield
+    assert_invariants(mk)
 
 
 # -- the objects and what the manager shows of them -----------------------------------------------

@@ -18,6 +18,7 @@ from admission_kit import cluster_queue, eventually, local_queue, resource_flavo
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.conditions import find_status_condition
+from kube_runtime.informer import Informer
 from manager.config import ManagerOptions, parse_manager_config
 from manager.manager import Manager
 
@@ -238,7 +239,10 @@ class MultiKueueEnv:
 
         lines = [f"manager: {line(await self.get(self.manager_kube, api.WORKLOAD, name, self.namespace))}"]
         for cluster in self.clusters:
-            lines.append(f"{cluster}: {line(await self.remote(cluster, api.WORKLOAD, name))}")
+            try:
+                lines.append(f"{cluster}: {line(await self.remote(cluster, api.WORKLOAD, name))}")
+            except Exception as exc:  # a paused or stopped worker: say so, keep the rest
+                lines.append(f"{cluster}: unreadable ({type(exc).__name__})")
         return "\n".join(lines)
 
     async def wait_for(self, check: Any, seconds: float, workload: str) -> Any:
@@ -247,6 +251,75 @@ class MultiKueueEnv:
             return await eventually(check, timeout=seconds)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{await self.describe(workload)}") from None
+
+    async def invariant_violations(self, lost: tuple[str, ...] = ()) -> list[str]:
+        """What is wrong, read from the API, with the promise that nothing is stuck or leaked: every
+        manager Workload of this test is Finished; or Admitted, with exactly one copy, admitted, on
+        the worker it names, whose job exists and is not suspended; or pending without a
+        half-done eviction and saying why. No manager Job is suspended with pods counted active;
+        no copy is left on a worker for a Workload that does not run there. `lost`: workers the
+        test made unreachable for good (their copies are not read)."""
+        problems: list[str] = []
+        workloads, _ = await self.manager_kube.list(api.WORKLOAD, namespace=self.namespace)
+        reachable = [c for c in self.clusters if c not in lost]
+        copies = {
+            c: {w["metadata"]["name"]: w for w in await self.remote_workloads(c) if _ours(w, self.origin)}
+            for c in reachable
+        }
+        placed: dict[str, str] = {}
+        for wl in workloads:
+            name, status = wl["metadata"]["name"], wl.get("status") or {}
+            state = check_state(wl, self.check)
+            if state is None:
+                continue
+            if _true(wl, api.WORKLOAD_FINISHED):
+                continue
+            if _true(wl, api.WORKLOAD_ADMITTED):
+                cluster = status.get("clusterName")
+                if cluster in lost:
+                    problems.append(f"{name}: admitted on the lost worker {cluster}")
+                    continue
+                holders = [c for c in reachable if name in copies[c]]
+                if holders != [cluster] or not _true(copies[cluster][name], api.WORKLOAD_ADMITTED):
+                    problems.append(f"{name}: admitted on {cluster!r}, copies on {holders}")
+                    continue
+                placed[name] = cluster
+                owner = _job_owner(wl)
+                job = await self.remote(cluster, api.JOB, owner) if owner else None
+                if owner and (job is None or (job.get("spec") or {}).get("suspend")):
+                    problems.append(f"{name}: admitted on {cluster} where its Job is missing or suspended")
+                continue
+            if _true(wl, api.WORKLOAD_EVICTED) and _true(wl, api.WORKLOAD_QUOTA_RESERVED):
+                problems.append(f"{name}: evicted but still holding quota")
+            elif status.get("clusterName"):
+                problems.append(f"{name}: not admitted but placed on {status['clusterName']}")
+            elif _true(wl, api.WORKLOAD_QUOTA_RESERVED):
+                holders = [c for c in reachable if name in copies[c]]
+                if not holders and not state.get("message"):
+                    problems.append(f"{name}: holds quota, has no copy and its check says nothing")
+            elif not (condition(wl, api.WORKLOAD_QUOTA_RESERVED) or {}).get("message"):
+                problems.append(f"{name}: pending and nothing says why")
+        for cluster in reachable:
+            for name, copy_ in copies[cluster].items():
+                if _true(copy_, api.WORKLOAD_ADMITTED) and placed.get(name) != cluster:
+                    problems.append(f"{name}: a copy admitted on {cluster} for a Workload not placed there")
+        jobs, _ = await self.manager_kube.list(api.JOB, namespace=self.namespace)
+        for job in jobs:
+            if (job.get("spec") or {}).get("suspend") and (job.get("status") or {}).get("active"):
+                problems.append(f"Job {job['metadata']['name']}: suspended with active pods counted")
+        return problems
+
+    async def assert_invariants(self, lost: tuple[str, ...] = (), settle: float = 40) -> None:
+        """Once the scenario has settled (within `settle` seconds: the GC and a last dispatch may run),
+        invariant_violations finds nothing."""
+
+        async def holds():
+            return not await self.invariant_violations(lost) or None
+
+        try:
+            await eventually(holds, timeout=settle)
+        except AssertionError:
+            raise AssertionError(f"invariants broken: {await self.invariant_violations(lost)}") from None
 
     async def events(self, name: str, reason: str) -> list[str]:
         items, _ = await self.manager_kube.list(api.EVENT, namespace=self.namespace)
@@ -311,6 +384,40 @@ class MultiKueueEnv:
             os.kill(pid, signal.SIGCONT)
 
 
+def _true(obj: Obj | None, ctype: str) -> bool:
+    found = condition(obj, ctype)
+    return found is not None and found.get("status") == "True"
+
+
+def _ours(obj: Obj, origin: str) -> bool:
+    """A copy this test's manager made (a worker's own Workloads in the namespace are not)."""
+    return (obj["metadata"].get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN) == origin
+
+
+def _job_owner(wl: Obj) -> str:
+    refs = wl["metadata"].get("ownerReferences") or ()
+    return next((r["name"] for r in refs if r.get("kind") == "Job"), "")
+
+
+@contextlib.asynccontextmanager
+async def observed(kube: KubeClient, resource: api.Resource, namespace: str):
+    """{name: [every state seen]} of the objects of `resource` in `namespace` while the block
+    runs, deleted ones included (a watch sees states that are gone before any GET could)."""
+    seen: dict[str, list[Obj]] = {}
+
+    def record(obj: Obj) -> None:
+        seen.setdefault(obj["metadata"]["name"], []).append(obj)
+
+    informer = Informer(kube, resource, namespace=namespace, name=f"test/{resource.plural}")
+    informer.add_handler(on_add=record, on_update=lambda _old, new: record(new), on_delete=record)
+    informer.start()
+    try:
+        await informer.wait_synced()
+        yield seen
+    finally:
+        await informer.stop()
+
+
 def program_pid(proc: Obj) -> int:
     """The pid of a fleet process's program (localfleet supervises it: its supervisor writes the
     current pid, which changes when the program is restarted, into the record's status file)."""
@@ -346,11 +453,14 @@ async def multikueue(
     worker_preemption: Obj | None = None,
     frameworks: list[str] | None = None,
     manager_agent: bool = True,
+    invariants: bool = True,
 ):
     """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu.
     `worker_preemption`: the workers' ClusterQueue `preemption` policy. `manager_agent=False`: no
     worker_agent on the manager cluster, so the test writes the manager Workloads' admission status
-    itself (states the agent passes through too quickly to test)."""
+    itself (states the agent passes through too quickly to test). When the test body ends without
+    an error and the manager is running, the block ends with `env.assert_invariants()` unless
+    `invariants=False` (a test that leaves a state the check refuses on purpose)."""
     worker_cpu = worker_cpu or {"worker1": "4", "worker2": "4"}
     agent_config = {"integrations": {"frameworks": frameworks}} if frameworks else None
     prefix = unique("mk")
@@ -386,6 +496,8 @@ async def multikueue(
         if start_manager:
             await env.start_manager(manager_config)
         yield env
+        if invariants and env.manager is not None:
+            await env.assert_invariants()
     finally:
         await env.stop_manager()
         await stack.aclose()
@@ -402,7 +514,7 @@ async def multikueue(
                     await kube.patch_merge(resource, name, {"metadata": {"finalizers": None}})
 
 
-__all__ = ["MultiKueueEnv", "check_state", "condition", "eventually", "mk_job", "multikueue"]
+__all__ = ["MultiKueueEnv", "check_state", "condition", "eventually", "mk_job", "multikueue", "observed"]
 
 
 # The frameworks of a manager that federates LeaderWorkerSets (and the pods they make).

@@ -245,3 +245,19 @@ def test_a_running_job_keeps_its_start_time_when_the_worker_suspends_its_copy() 
     # A start time the worker reports is always taken.
     later = "2026-11-26T23:30:00Z"
     assert mirrored_status(running, {"startTime": later})["startTime"] == later
+
+
+def test_the_remote_job_copy_has_no_ttl_the_manager_job_keeps_it() -> None:
+    """The worker must not delete its copy before the manager has copied its end (upstream #14734)."""
+    local = local_job()
+    local["spec"]["ttlSecondsAfterFinished"] = 0
+    remote = remote_job_copy(local, "job-sample-1a2b3", "manager-east")
+    assert "ttlSecondsAfterFinished" not in remote["spec"]
+    assert local["spec"]["ttlSecondsAfterFinished"] == 0
+
+
+def test_the_name_conflict_message_names_the_object_and_the_worker() -> None:
+    assert (
+        api.name_conflict_message("Job", "team-a", "sample", "worker1")
+        == 'Job team-a/sample already exists on "worker1" and is not managed by this manager'
+    )

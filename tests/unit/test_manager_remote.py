@@ -9,8 +9,17 @@ import datetime as dt
 
 import pytest
 
+from kube_runtime import api
 from kube_runtime.clock import FakeClock
-from manager.remote import ConnectError, RemoteClient, establish_timeout, retry_after
+from manager.clusters import Remotes
+from manager.remote import (
+    FINISHED_GONE_KEEP_SECONDS,
+    ConnectError,
+    RemoteClient,
+    establish_timeout,
+    finished_state,
+    retry_after,
+)
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "w1"}]}
@@ -239,3 +248,59 @@ async def test_an_error_without_text_is_reported_by_its_type(clock: FakeClock, c
     connect.error = ""
     client = new_client(clock)
     assert await client.refresh(KUBECONFIG) == (5, "ConnectError")
+
+
+def _finished_copy(name: str, reason: str = "Succeeded") -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "status": {"conditions": [{"type": "Finished", "status": "True", "reason": reason}]},
+    }
+
+
+async def test_the_last_state_of_a_finished_object_that_left_the_worker_is_kept_for_a_while() -> None:
+    """A worker may delete a finished Job and its Workload copy before the manager copied the end
+    of the run; the reconcile reads their last state from here."""
+    clock = FakeClock(START)
+    client = new_client(clock)
+    job = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    client.remember_deleted(api.JOB, job)
+    client.remember_deleted(api.WORKLOAD, _finished_copy("wl"))
+    assert client.finished_gone(api.JOB, "ns", "j") == job
+    assert client.finished_gone(api.WORKLOAD, "ns", "wl")["status"]["conditions"][0]["reason"] == "Succeeded"
+    assert client.finished_gone(api.WORKLOAD, "ns", "j") is None  # per kind
+    await clock.advance(FINISHED_GONE_KEEP_SECONDS + 1)
+    client.remember_deleted(api.WORKLOAD, _finished_copy("later"))
+    assert client.finished_gone(api.JOB, "ns", "j") is None
+    assert client.finished_gone(api.WORKLOAD, "ns", "later") is not None
+
+
+@pytest.mark.parametrize(
+    ("resource", "obj"),
+    [
+        (api.WORKLOAD, _finished_copy("wl", reason="OutOfSync")),  # replaced, not finished
+        (api.WORKLOAD, {"metadata": {"name": "wl", "namespace": "ns"}, "status": {}}),
+        (api.JOB, {"metadata": {"name": "wl", "namespace": "ns"}, "status": {"active": 1}}),
+    ],
+)
+def test_objects_that_did_not_finish_leave_nothing_behind(resource, obj) -> None:
+    client = new_client(FakeClock(START))
+    client.remember_deleted(resource, obj)
+    assert not finished_state(resource, obj)
+    assert client.finished_gone(resource, "ns", "wl") is None
+
+
+async def test_a_worker_without_a_client_is_lost_since_first_asked_not_since_every_reconcile() -> None:
+    """The worker-lost grace period of a worker whose MultiKueueCluster is gone runs out; a client
+    (even one that never connected, after a restart with a bad kubeconfig) gives its own time."""
+    clock = FakeClock(START)
+    remotes = Remotes()
+    assert remotes.lost_since("worker1", clock.now()) == START
+    await clock.advance(30)
+    assert remotes.lost_since("worker1", clock.now()) == START
+    remotes.clients["worker1"] = new_client(clock)  # created now, never connected
+    assert remotes.lost_since("worker1", clock.now()) == START + dt.timedelta(seconds=30)
+    remotes.clients["worker1"].mark_connected()
+    assert remotes.lost_since("worker1", clock.now()) == clock.now()

@@ -449,7 +449,7 @@ def test_g_an_lws_larger_than_any_worker_stays_pending_and_nothing_flaps(mk, sub
             messages = [check_state(wl).get("message") or "" for wl in found]
             assert any(
                 m.startswith("Not admitted by any worker cluster yet")
-                and all(f'"{w}"' in m for w in mk.workers)
+                and all(f'"{mk_cluster(w)}"' in m for w in mk.workers)
                 for m in messages
             ), f"no Workload says that no worker admits it: {report}"
             if cpu == "600m":  # each group fits alone: the workers say the group does not fit as a whole

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -74,7 +76,12 @@ def load_docs(text: str) -> list[dict]:
 
 
 def render(*sets: str, namespace: str = "kueue-system", release: str = "kf") -> list[dict]:
-    """`helm template` of the chart with `--set` values (each "key=value")."""
+    """`helm template` of the chart with `--set` values (each "key=value"); a fresh copy each call."""
+    return copy.deepcopy(_render(sets, namespace, release))
+
+
+@functools.cache
+def _render(sets: tuple[str, ...], namespace: str, release: str) -> list[dict]:
     args = ["template", release, str(CHART), "--namespace", namespace]
     for s in sets:
         args += ["--set", s]

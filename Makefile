@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # `make test` uses its own fleet, so it never touches one started by `make up`.
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
-.PHONY: help venv build up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
+.PHONY: help venv build build-helm up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
 	bench-engine-upstream bench-federation bench-compare bench-scale diff-upstream chaos
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "make down    stop it"
 	@echo "make test    unit, integration and e2e tests (builds binaries, starts and stops a test fleet)"
 	@echo "make lint    ruff"
+	@echo "make build-helm  the helm CLI into the binary cache (deploy/helm's chart; docs/helm.md)"
 	@echo "make bench-engine           end-to-end admission benchmark of the worker_agent (BENCH_ARGS=--scale 0.1)"
 	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
 	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
@@ -39,6 +40,10 @@ $(VENV)/.installed: pyproject.toml
 
 build: venv
 	$(PY) hack/localfleet.py build
+
+# The helm CLI, for the Helm chart (deploy/helm) and its tests; `make test` builds it too.
+build-helm: venv
+	$(PY) hack/localfleet.py build --helm
 
 up: build
 	$(PY) hack/localfleet.py up --agents --manager --setup-multikueue

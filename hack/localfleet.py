@@ -225,6 +225,11 @@ class Binaries:
         return CACHE / "bin" / f"lws-{self.versions['LWS_VERSION']}"
 
     @property
+    def helm_dir(self) -> Path:
+        """The helm CLI (only for the Helm chart's tests and users: `build --helm`)."""
+        return CACHE / "bin" / f"helm-{self.versions['HELM_VERSION']}"
+
+    @property
     def kueue_dir(self) -> Path:
         """Upstream Kueue's binaries and manifests (shared with hack/bench_engine.py's minimalkueue)."""
         return CACHE / "bin" / f"kueue-{self.versions['KUEUE_VERSION']}"
@@ -236,6 +241,8 @@ class Binaries:
             return self.lws_dir / "lws-manager"
         if name == "kueue":
             return self.kueue_dir / "kueue"
+        if name == "helm":
+            return self.helm_dir / "helm"
         return self.k8s_dir / name
 
     @property
@@ -425,8 +432,9 @@ class Builder:
             raise FleetError(f"the Go module proxy did not serve {module}: {info.get('Error', info)}")
         return Path(info["Dir"])
 
-    def build_all(self, force: bool = False, upstream_kueue: bool = False) -> None:
-        """Everything a fleet needs; with `upstream_kueue` also upstream Kueue's full binary."""
+    def build_all(self, force: bool = False, upstream_kueue: bool = False, helm: bool = False) -> None:
+        """Everything a fleet needs; with `upstream_kueue` also upstream Kueue's full binary, with
+        `helm` also the helm CLI (the Helm chart's tests need it; a fleet does not)."""
         CACHE.mkdir(parents=True, exist_ok=True)
         todo = []
         if force or not all(self.bins.path(n).is_file() for n in [*K8S_COMMANDS, "etcd"]):
@@ -437,6 +445,8 @@ class Builder:
             todo.append(self.build_lws)
         if upstream_kueue and (force or not self.bins.upstream_kueue_present()):
             todo.append(self.build_upstream_kueue)
+        if helm and (force or not self.bins.path("helm").is_file()):
+            todo.append(self.build_helm)
         if not todo:
             log(f"all binaries cached under {CACHE / 'bin'}")
             return
@@ -606,6 +616,37 @@ class Builder:
         for crd in sorted((src / "config" / "crd" / "bases").glob("*.yaml")):
             shutil.copyfile(crd, d / "crds" / crd.name)
         shutil.copyfile(src / "config" / "webhook" / "manifests.yaml", d / "webhooks.yaml")
+
+    def build_helm(self) -> None:
+        """helm from its Go module (helm.sh/helm/v3) with the ldflags of helm's Makefile: its version, and
+        the Kubernetes version `helm template` and `helm lint` assume (one minor above the client-go it
+        is built with; without it, v1.20)."""
+        version = self.v["HELM_VERSION"]
+        go_mod = (self.module_dir(f"helm.sh/helm/v3@{version}") / "go.mod").read_text()
+        client_go = re.search(r"^\s*k8s\.io/client-go v(\d+)\.(\d+)\.", go_mod, re.MULTILINE)
+        if not client_go:
+            raise FleetError(f"helm.sh/helm/v3@{version}: no k8s.io/client-go in its go.mod")
+        kube_major, kube_minor = str(int(client_go.group(1)) + 1), client_go.group(2)
+        ldflags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={version}"]
+        for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+            ldflags += [f"-X {pkg}.k8sVersionMajor={kube_major}", f"-X {pkg}.k8sVersionMinor={kube_minor}"]
+        self.bins.helm_dir.mkdir(parents=True, exist_ok=True)
+        self.go_build_module(
+            f"build helm {version}",
+            "helm.sh/helm/v3",
+            version,
+            "helm.sh/helm/v3/cmd/helm",
+            " ".join(ldflags),
+            self.bins.path("helm"),
+        )
+        out = subprocess.run(
+            [str(self.bins.path("helm")), "version", "--template", "{{.Version}}"],
+            capture_output=True,
+            text=True,
+        )
+        if out.stdout.strip() != version:
+            self.bins.path("helm").unlink()
+            raise FleetError(f"built helm reports {out.stdout.strip()!r}, expected {version}")
 
     def build_upstream_kueue(self) -> None:
         """Upstream Kueue's manager binary (cmd/kueue: scheduler, job integrations, webhooks and the
@@ -2740,7 +2781,9 @@ def fleet_is_running(state: State) -> bool:
 
 
 def cmd_build(args: argparse.Namespace) -> None:
-    Builder(Binaries(read_versions())).build_all(force=args.force, upstream_kueue=args.upstream_kueue)
+    Builder(Binaries(read_versions())).build_all(
+        force=args.force, upstream_kueue=args.upstream_kueue, helm=args.helm
+    )
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -3001,6 +3044,11 @@ def main(argv: list[str] | None = None) -> int:
         "--upstream-kueue",
         action="store_true",
         help="also upstream Kueue's kueue binary and manifests (what `up --upstream-kueue` runs)",
+    )
+    b.add_argument(
+        "--helm",
+        action="store_true",
+        help="also the helm CLI (HELM_VERSION), for the Helm chart's tests (deploy/helm; docs/helm.md)",
     )
     u = sub.add_parser("up", help="start a manager and N workers")
     u.add_argument("--workers", type=int, default=2, help="worker clusters (0: the manager cluster only)")

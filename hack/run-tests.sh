@@ -11,6 +11,13 @@ echo "== lint"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 
+# helm, for the Helm chart's tests (tests/unit/test_helm_chart.py, tests/integration/test_helm_install.py):
+# built once into the binary cache (a cold build is a few minutes), then reused. With it required, those
+# tests fail rather than skip when it is missing.
+echo "== helm"
+$PY hack/localfleet.py build --helm
+export KF_REQUIRE_HELM=1
+
 echo "== unit tests"
 $PY -m pytest tests/unit -q -p no:cacheprovider
 

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # `make test` uses its own fleet, so it never touches one started by `make up`.
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
-.PHONY: help venv build build-helm up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
+.PHONY: help venv build build-helm build-promtool up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
 	bench-engine-upstream bench-federation bench-compare bench-scale diff-upstream chaos
 
 help:
@@ -19,6 +19,7 @@ help:
 	@echo "make test    unit, integration and e2e tests (builds binaries, starts and stops a test fleet)"
 	@echo "make lint    ruff"
 	@echo "make build-helm  the helm CLI into the binary cache (deploy/helm's chart; docs/helm.md)"
+	@echo "make build-promtool  promtool into the binary cache: tests then check the alert rules (docs/metrics.md)"
 	@echo "make bench-engine           end-to-end admission benchmark of the worker_agent (BENCH_ARGS=--scale 0.1)"
 	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
 	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
@@ -44,6 +45,11 @@ build: venv
 # The helm CLI, for the Helm chart (deploy/helm) and its tests; `make test` builds it too.
 build-helm: venv
 	$(PY) hack/localfleet.py build --helm
+
+# promtool, for deploy/monitoring's alert rules: with it, tests/unit/test_monitoring.py also runs
+# `promtool check rules` and `promtool test rules` (a cold build takes over 10 minutes: not in make test).
+build-promtool: venv
+	$(PY) hack/localfleet.py build --promtool
 
 up: build
 	$(PY) hack/localfleet.py up --agents --manager --setup-multikueue

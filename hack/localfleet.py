@@ -230,6 +230,11 @@ class Binaries:
         return CACHE / "bin" / f"helm-{self.versions['HELM_VERSION']}"
 
     @property
+    def promtool_dir(self) -> Path:
+        """promtool (only for the alert rules' tests and users: `build --promtool`)."""
+        return CACHE / "bin" / f"promtool-{self.versions['PROMTOOL_VERSION']}"
+
+    @property
     def kueue_dir(self) -> Path:
         """Upstream Kueue's binaries and manifests (shared with hack/bench_engine.py's minimalkueue)."""
         return CACHE / "bin" / f"kueue-{self.versions['KUEUE_VERSION']}"
@@ -243,6 +248,8 @@ class Binaries:
             return self.kueue_dir / "kueue"
         if name == "helm":
             return self.helm_dir / "helm"
+        if name == "promtool":
+            return self.promtool_dir / "promtool"
         return self.k8s_dir / name
 
     @property
@@ -432,7 +439,9 @@ class Builder:
             raise FleetError(f"the Go module proxy did not serve {module}: {info.get('Error', info)}")
         return Path(info["Dir"])
 
-    def build_all(self, force: bool = False, upstream_kueue: bool = False, helm: bool = False) -> None:
+    def build_all(
+        self, force: bool = False, upstream_kueue: bool = False, helm: bool = False, promtool: bool = False
+    ) -> None:
         """Everything a fleet needs; with `upstream_kueue` also upstream Kueue's full binary, with
         `helm` also the helm CLI (the Helm chart's tests need it; a fleet does not)."""
         CACHE.mkdir(parents=True, exist_ok=True)
@@ -447,6 +456,8 @@ class Builder:
             todo.append(self.build_upstream_kueue)
         if helm and (force or not self.bins.path("helm").is_file()):
             todo.append(self.build_helm)
+        if promtool and (force or not self.bins.path("promtool").is_file()):
+            todo.append(self.build_promtool)
         if not todo:
             log(f"all binaries cached under {CACHE / 'bin'}")
             return
@@ -545,7 +556,7 @@ class Builder:
         staging_dir.rename(self.bins.k8s_dir)
 
     def go_build_module(
-        self, step: str, module: str, version: str, package: str, ldflags: str, out: Path
+        self, step: str, module: str, version: str, package: str, ldflags: str, out: Path, tags: str = ""
     ) -> None:
         """Build one package of a released module in a wrapper module that requires exactly that version.
 
@@ -562,9 +573,8 @@ class Builder:
                 cwd=wrapper,
             )
         partial = out.with_name(out.name + ".partial")
-        self.run(
-            step, ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), package], cwd=wrapper
-        )
+        build = ["go", "build", "-trimpath", *(["-tags", tags] if tags else []), "-ldflags", ldflags]
+        self.run(step, [*build, "-o", str(partial), package], cwd=wrapper)
         partial.rename(out)
 
     def build_kwok(self) -> None:
@@ -647,6 +657,22 @@ class Builder:
         if out.stdout.strip() != version:
             self.bins.path("helm").unlink()
             raise FleetError(f"built helm reports {out.stdout.strip()!r}, expected {version}")
+
+    def build_promtool(self) -> None:
+        """Prometheus' promtool (github.com/prometheus/prometheus), for `promtool check rules` and
+        `promtool test rules` on deploy/monitoring's alert rules. Built with `remove_all_sd`: without
+        service discovery, which rule checks do not use and whose cloud SDKs take most of the build."""
+        version = self.v["PROMTOOL_VERSION"]
+        self.bins.promtool_dir.mkdir(parents=True, exist_ok=True)
+        self.go_build_module(
+            f"build promtool {version}",
+            "github.com/prometheus/prometheus",
+            version,
+            "github.com/prometheus/prometheus/cmd/promtool",
+            f"-s -w -X github.com/prometheus/common/version.Version={version.removeprefix('v')}",
+            self.bins.path("promtool"),
+            tags="remove_all_sd",
+        )
 
     def build_upstream_kueue(self) -> None:
         """Upstream Kueue's manager binary (cmd/kueue: scheduler, job integrations, webhooks and the
@@ -2782,7 +2808,7 @@ def fleet_is_running(state: State) -> bool:
 
 def cmd_build(args: argparse.Namespace) -> None:
     Builder(Binaries(read_versions())).build_all(
-        force=args.force, upstream_kueue=args.upstream_kueue, helm=args.helm
+        force=args.force, upstream_kueue=args.upstream_kueue, helm=args.helm, promtool=args.promtool
     )
 
 
@@ -3049,6 +3075,11 @@ def main(argv: list[str] | None = None) -> int:
         "--helm",
         action="store_true",
         help="also the helm CLI (HELM_VERSION), for the Helm chart's tests (deploy/helm; docs/helm.md)",
+    )
+    b.add_argument(
+        "--promtool",
+        action="store_true",
+        help="also promtool (PROMTOOL_VERSION), to check deploy/monitoring's alert rules (docs/metrics.md)",
     )
     u = sub.add_parser("up", help="start a manager and N workers")
     u.add_argument("--workers", type=int, default=2, help="worker clusters (0: the manager cluster only)")

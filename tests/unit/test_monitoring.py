@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from helm_kit import CACHE, versions
 from prometheus_client import CollectorRegistry
 
 from kube_runtime.clock import FakeClock
@@ -37,9 +38,10 @@ DASHBOARD = MONITORING / "grafana-dashboard.json"
 RULES = MONITORING / "alert-rules.yaml"
 RULE_CR = MONITORING / "prometheus-rule.yaml"
 
-# promtool built from github.com/prometheus/prometheus at this version (docs/metrics.md says how).
-PROMTOOL_VERSION = "v0.316.0"
-PROMTOOL = Path.home() / ".cache" / "kueue-federation" / "bin" / f"promtool-{PROMTOOL_VERSION}" / "promtool"
+# promtool as `make build-promtool` builds it into the fleet's binary cache (docs/metrics.md).
+PROMTOOL_VERSION = versions()["PROMTOOL_VERSION"]
+PROMTOOL = CACHE / "bin" / f"promtool-{PROMTOOL_VERSION}" / "promtool"
+NO_PROMTOOL = f"promtool {PROMTOOL_VERSION} is not in the binary cache: make build-promtool"
 
 # Labels Prometheus adds to every scraped series, and the series it makes for each target itself.
 TARGET_LABELS = frozenset({"job", "instance"})
@@ -630,7 +632,10 @@ def test_every_alert_is_described_in_the_docs():
         assert f"`{rule['alert']}`" in docs, rule["alert"]
 
 
-@pytest.mark.skipif(not PROMTOOL.is_file(), reason=f"promtool {PROMTOOL_VERSION} is not in the binary cache")
+@pytest.mark.skipif(
+    not PROMTOOL.is_file(),
+    reason=f"promtool {PROMTOOL_VERSION} is not in the binary cache: make build-promtool",
+)
 def test_promtool_checks_the_rules(tmp_path):
     binary = str(PROMTOOL)
     out = subprocess.run([binary, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
@@ -748,7 +753,10 @@ PROMTOOL_CASES = [
 ]
 
 
-@pytest.mark.skipif(not PROMTOOL.is_file(), reason=f"promtool {PROMTOOL_VERSION} is not in the binary cache")
+@pytest.mark.skipif(
+    not PROMTOOL.is_file(),
+    reason=f"promtool {PROMTOOL_VERSION} is not in the binary cache: make build-promtool",
+)
 def test_promtool_unit_tests_the_alerts(tmp_path):
     """The alerts fire on made-up series, with their labels, and stay quiet where they should. The
     annotations are left out of the copy tested here (check rules above renders their templates)."""

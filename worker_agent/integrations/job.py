@@ -690,8 +690,11 @@ class JobIntegration:
                     },
                     namespace=namespace,
                 )
-            except (NotFound, Conflict):
+            except NotFound:
                 return None
+            # A Conflict (the manager wrote the Workload meanwhile) propagates: the controller retries
+            # with backoff. Returning None would stop the Job until an event came for it, and none
+            # does: the Workload's events reach the Job through the owner reference not yet written.
         if not wlstatus.is_finished(wl) and not equivalent(job, wl, self._flavors()):
             current = wlstatus.working_copy(wl)
             now = self.agent.clock.now()

@@ -113,7 +113,7 @@ def test_the_checks_catch_what_they_are_for():
         "~/.cache/kueue-federation/bin",
         "/dev/shm/kueue-federation-fleet/<cluster>/<component>.log",
         '"/root/left/a"',
-        "https://example.com/work/items",
+        "https://example.com/home/items",
         "kubectl get --raw /apis/visibility.kueue.x-k8s.io/v1beta1",
     ):
         assert not offending_lines(here, fine), fine

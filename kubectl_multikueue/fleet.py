@@ -27,7 +27,6 @@ CLUSTER_ROLE_BINDING = api.Resource(
 )
 JOB_SET = api.Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta1"
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 # A CLI waits on nobody for long: one attempt per GET, short timeouts.
 CLIENT_OPTIONS = {"request_timeout": 10.0, "connect_timeout": 5.0, "get_attempts": 1}
@@ -74,7 +73,9 @@ class Fleet:
         """Names of the AdmissionChecks of the MultiKueue controller."""
         items, _ = await self.manager.list(api.ADMISSION_CHECK)
         return [
-            c["metadata"]["name"] for c in items if (c.get("spec") or {}).get("controllerName") == MULTIKUEUE
+            c["metadata"]["name"]
+            for c in items
+            if (c.get("spec") or {}).get("controllerName") == api.MULTIKUEUE_CONTROLLER_NAME
         ]
 
     async def connect_workers(self) -> dict[str, Worker]:

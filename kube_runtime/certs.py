@@ -73,17 +73,45 @@ def issue_serving_cert(
     validity: dt.timedelta = SERVING_VALIDITY,
     common_name: str | None = None,
 ) -> tuple[bytes, bytes]:
-    ca_cert = load_certs(ca_cert_pem)[0]
-    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
-    key = ec.generate_private_key(ec.SECP256R1())
     if common_name is None:
         common_name = dns_names[0] if dns_names else (ip_addresses[0] if ip_addresses else "kueue-webhook")
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    return _issue(ca_cert_pem, ca_key_pem, subject, ExtendedKeyUsageOID.SERVER_AUTH, now, validity, sans=sans)
+
+
+def issue_client_cert(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    common_name: str,
+    organizations: Sequence[str],
+    now: dt.datetime,
+    validity: dt.timedelta = SERVING_VALIDITY,
+) -> tuple[bytes, bytes]:
+    """A client certificate: the apiserver's x509 authenticator takes the common name as the user
+    and each organization as a group."""
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return _issue(ca_cert_pem, ca_key_pem, subject, ExtendedKeyUsageOID.CLIENT_AUTH, now, validity)
+
+
+def _issue(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    subject: list[x509.NameAttribute],
+    usage: x509.ObjectIdentifier,
+    now: dt.datetime,
+    validity: dt.timedelta,
+    sans: list[x509.GeneralName] | None = None,
+) -> tuple[bytes, bytes]:
+    ca_cert = load_certs(ca_cert_pem)[0]
+    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
     not_after = min(now + validity, ca_cert.not_valid_after_utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .subject_name(x509.Name(subject))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -91,14 +119,14 @@ def issue_serving_cert(
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(key_usage(ca=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
+    if sans is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+        critical=False,
+    ).sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     return cert.public_bytes(serialization.Encoding.PEM), pem_key(key)
 
 

@@ -1061,16 +1061,10 @@ def read_cpu_seconds(pid: int) -> float | None:
 
 
 def load_localfleet() -> Any:
-    import importlib.util
+    """The localfleet package (the repository root is on sys.path: this script puts it there)."""
+    import localfleet
 
-    if "localfleet" in sys.modules:
-        return sys.modules["localfleet"]
-    spec = importlib.util.spec_from_file_location("localfleet", LOCALFLEET_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["localfleet"] = module
-    spec.loader.exec_module(module)
-    return module
+    return localfleet
 
 
 class BenchCluster:

@@ -38,7 +38,7 @@ class Fleet:
         return self.state["clusters"][cluster]["kubeconfig"]
 
     def metrics_token(self, cluster: str) -> str:
-        """A bearer token allowed `get /metrics` on the cluster (hack/localfleet.py's metrics reader)."""
+        """A bearer token allowed `get /metrics` on the cluster (localfleet/kube.py's metrics reader)."""
         return Path(self.state["clusters"][cluster]["metricsToken"]).read_text().strip()
 
     def multikueue_kubeconfig(self, worker: str) -> str:

@@ -4,7 +4,6 @@ driven with kubectl as a user would), waiting, and reading Workloads and their M
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import localfleet
+
 REPO = Path(__file__).resolve().parents[2]
 LOCALFLEET = REPO / "hack" / "localfleet.py"
 SAMPLE_LWS = REPO / "examples" / "sample-leaderworkerset.yaml"
@@ -28,19 +29,9 @@ CHECK = "sample-multikueue"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
-def localfleet_module():
-    """hack/localfleet.py as a module (it is a script, not a package), loaded once."""
-    if "localfleet" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("localfleet", LOCALFLEET)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["localfleet"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["localfleet"]
-
-
 def mk_cluster(worker: str) -> str:
     """The MultiKueueCluster of a fleet worker, named as the setup guide does: multikueue-test-worker1."""
-    return localfleet_module().multikueue_cluster_name(worker)
+    return localfleet.multikueue_cluster_name(worker)
 
 
 @dataclass
@@ -187,7 +178,7 @@ def check_state(wl: dict) -> dict:
 def cluster_name(wl: dict) -> str:
     """The fleet worker a Workload is placed on: its clusterName is the worker's MultiKueueCluster
     (multikueue-test-worker1), the fleet names the cluster worker1; "" when it is placed nowhere."""
-    return localfleet_module().fleet_worker((wl.get("status") or {}).get("clusterName") or "")
+    return localfleet.fleet_worker((wl.get("status") or {}).get("clusterName") or "")
 
 
 def summary(workloads: list[dict]) -> list[tuple]:
@@ -219,7 +210,7 @@ JOB_KINDS = {"Job": "jobs.batch", "LeaderWorkerSet": "leaderworkersets.leaderwor
 
 def fleet_worker(fleet: Fleet, cluster: str) -> str:
     """The fleet worker a MultiKueueCluster name designates ("" when it is none of the fleet's)."""
-    worker = localfleet_module().fleet_worker(cluster)
+    worker = localfleet.fleet_worker(cluster)
     return worker if worker in fleet.workers else ""
 
 

@@ -60,12 +60,12 @@ from fleet_kit import (
     Fleet,
     assert_invariants,
     cluster_name,
-    localfleet_module,
     mk_cluster,
     own_fleet,
 )
 from test_multikueue_lws_e2e import WORKER_LOST_TIMEOUT, lws_manifest
 
+import localfleet
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, KubeClientError, NotFound
 from kube_runtime.informer import Informer
@@ -317,7 +317,6 @@ def http_ok(url: str) -> bool:
 def start_standby_manager(fleet: Fleet) -> str:
     """A second `python -m manager` with the first one's command and config, on new ports, under
     the supervisor and recorded in state.json (so `down` stops it). Returns its component name."""
-    localfleet = localfleet_module()
     state = localfleet.State.load(fleet.run_dir)
     first = record_of(fleet, MANAGER, "manager")
     health = f"127.0.0.1:{localfleet.free_port()}"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleet_kit import localfleet_module
+
+import localfleet
 
 pytestmark = pytest.mark.realcluster
 
@@ -152,7 +153,6 @@ def test_manager_identity_on_worker_is_least_privilege(fleet):
 def test_setup_multikueue_objects_pass_the_apiservers_validation(fleet):
     """What `setup-multikueue` applies is valid against our CRDs on every cluster (a server-side dry
     run: the test fleet runs no manager, and other tests own its queues)."""
-    localfleet = localfleet_module()
     workers = [
         localfleet.WorkerSetup(w, "32", "128Gi", Path(fleet.multikueue_kubeconfig(w)).read_text())
         for w in fleet.workers

@@ -1,5 +1,5 @@
 """The local fleet keeps itself running (docs/local-fleet.md, "Supervision"): every process runs under
-hack/supervisor.py, which restarts it with kubelet's back-off. On a fleet of its own (a manager
+localfleet/supervisor.py, which restarts it with kubelet's back-off. On a fleet of its own (a manager
 cluster and two workers, our worker_agents on each):
 
 a. a worker_agent killed with SIGKILL is back and admitting within its back-off, RESTARTS=1;

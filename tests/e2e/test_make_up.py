@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleet_kit import LOCALFLEET, MANAGER, localfleet_module, unique, wait_until
+from fleet_kit import LOCALFLEET, MANAGER, unique, wait_until
+
+import localfleet
 
 pytestmark = pytest.mark.realcluster
 
@@ -40,7 +42,6 @@ class MadeUp:
     env: dict[str, str]  # what `localfleet env` exports
 
     def kubectl(self, cluster: str, *args: str, input: str | None = None) -> str:
-        localfleet = localfleet_module()
         state = json.loads((self.run_dir / "state.json").read_text())
         kubectl = localfleet.Kubectl(
             localfleet.Binaries(state["versions"]).path("kubectl"), self.kubeconfig(cluster)
@@ -87,7 +88,6 @@ def test_make_up_runs_the_sample_and_the_setup_guide_works_verbatim(made_up):
     # The next steps it printed include the guide's checks; run them as a user would, in a shell
     # with the fleet's environment.
     printed = [line for line in up.stdout.splitlines() if "-o jsonpath=" in line and "- Active:" in line]
-    localfleet = localfleet_module()
     assert printed == localfleet.guide_checks(
         'kubectl --kubeconfig "$KUBECONFIG_MANAGER"', ["worker1", "worker2"]
     )
@@ -267,7 +267,7 @@ def test_plugin_kubeconfig_creates_an_identity_the_manager_accepts(made_up, tmp_
 def test_plugin_is_a_kubectl_plugin(made_up):
     """kubectl finds it on PATH as `kubectl multikueue`."""
     state = json.loads((made_up.run_dir / "state.json").read_text())
-    kubectl = localfleet_module().Binaries(state["versions"]).path("kubectl")
+    kubectl = localfleet.Binaries(state["versions"]).path("kubectl")
     path = f"{Path(PLUGIN).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     res = subprocess.run(
         [str(kubectl), "multikueue", "status", "--kubeconfig", made_up.kubeconfig(MANAGER)],

@@ -208,7 +208,7 @@ def job(ns: str, name: str, priority: str | None = None, keep_running: bool = Fa
             "completions": 1,
             "template": {
                 # kwok completes Job pods 1-6 s after they are Ready, except pods with this annotation
-                # (hack/localfleet.py KEEP_RUNNING_ANNOTATION).
+                # (localfleet/binaries.py KEEP_RUNNING_ANNOTATION).
                 "metadata": {
                     "annotations": {"kueue-federation.dev/keep-running": "true"} if keep_running else {}
                 },

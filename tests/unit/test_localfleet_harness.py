@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
-import importlib.util
 import shlex
 import ssl
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,11 +14,11 @@ import pytest
 import yaml
 from cryptography import x509
 
+import localfleet
+from localfleet import binaries, cli
+from localfleet import processes as fleet_processes
+
 REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("localfleet", REPO / "hack" / "localfleet.py")
-localfleet = importlib.util.module_from_spec(spec)
-sys.modules["localfleet"] = localfleet
-spec.loader.exec_module(localfleet)
 
 
 def test_versions_are_pinned_in_one_file():
@@ -151,15 +150,15 @@ def test_old_go_is_refused_with_a_clear_message(monkeypatch, goversion):
             args, 0, stdout=f"{goversion}\nhttps://proxy.golang.org\n/tmp/mod\n"
         )
 
-    monkeypatch.setattr(localfleet.shutil, "which", lambda name: "/usr/bin/go")
-    monkeypatch.setattr(localfleet.subprocess, "run", fake_run)
+    monkeypatch.setattr(binaries.shutil, "which", lambda name: "/usr/bin/go")
+    monkeypatch.setattr(binaries.subprocess, "run", fake_run)
     with pytest.raises(localfleet.FleetError, match="too old"):
         builder.check_go()
 
 
 def test_missing_go_is_refused_with_a_clear_message(monkeypatch):
     builder = localfleet.Builder(localfleet.Binaries(localfleet.read_versions()))
-    monkeypatch.setattr(localfleet.shutil, "which", lambda name: None)
+    monkeypatch.setattr(binaries.shutil, "which", lambda name: None)
     with pytest.raises(localfleet.FleetError, match="Go is not installed"):
         builder.check_go()
 
@@ -337,7 +336,7 @@ def test_next_steps_submit_a_queued_job_and_watch_every_cluster():
 
 
 def test_manager_without_agents_is_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(localfleet.signal, "signal", lambda *args: None)  # main() resets SIGPIPE
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # main() resets SIGPIPE
     run_dir = tmp_path / "fleet"
     assert localfleet.main(["--dir", str(run_dir), "up", "--manager"]) == 1
     assert "--manager requires --agents" in capsys.readouterr().err
@@ -356,7 +355,7 @@ def test_setup_multikueue_refuses_a_fleet_without_the_manager(tmp_path):
 
 def test_our_processes_stop_before_the_control_planes(monkeypatch):
     calls = []
-    monkeypatch.setattr(localfleet, "_stop_processes", lambda procs, timeout: calls.append(procs))
+    monkeypatch.setattr(fleet_processes, "_stop_processes", lambda procs, timeout: calls.append(procs))
     processes = [
         {"component": c}
         for c in ("etcd", "kube-apiserver", "worker-agent", "worker-agent", "manager", "kwok")
@@ -412,12 +411,12 @@ def test_go_durations_are_accepted(value):
 
 @pytest.mark.parametrize("value", ["20", "-5s", "1 m", "soon", "", "5d"])
 def test_bad_durations_are_refused_with_the_syntax(value):
-    with pytest.raises(localfleet.argparse.ArgumentTypeError, match="Go syntax such as 20s"):
+    with pytest.raises(argparse.ArgumentTypeError, match="Go syntax such as 20s"):
         localfleet.go_duration(value)
 
 
 def test_up_refuses_a_bad_worker_lost_timeout_before_anything_starts(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(localfleet.signal, "signal", lambda *args: None)  # main() resets SIGPIPE
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # main() resets SIGPIPE
     run_dir = tmp_path / "fleet"
     with pytest.raises(SystemExit):
         localfleet.main(["--dir", str(run_dir), "up", "--worker-lost-timeout", "twenty"])
@@ -557,7 +556,7 @@ def test_upstream_kueue_names_a_cluster_of_the_fleet(bad):
 
 
 def test_up_refuses_an_unknown_upstream_cluster_before_anything_starts(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(localfleet.signal, "signal", lambda *args: None)
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)
     run_dir = tmp_path / "fleet"
     assert (
         localfleet.main(["--dir", str(run_dir), "up", "--workers", "1", "--upstream-kueue", "worker2"]) == 1
@@ -690,7 +689,7 @@ def test_the_supervised_program_is_found_behind_its_wrapper(tmp_path):
     )
     try:
         localfleet.wait_for("the program", lambda: localfleet.child_pid(record) is not None, 10)
-        assert localfleet._cmdline(localfleet.child_pid(record))[0] == "/bin/sleep"
+        assert fleet_processes._cmdline(localfleet.child_pid(record))[0] == "/bin/sleep"
     finally:
         localfleet.stop_processes(state.data["processes"])
     assert localfleet.child_pid(record) is None
@@ -705,7 +704,7 @@ def test_setup_puts_the_worker_secrets_where_the_manager_in_charge_reads_them():
 
 def test_upstream_kueue_processes_stop_with_ours_before_the_control_planes(monkeypatch):
     calls = []
-    monkeypatch.setattr(localfleet, "_stop_processes", lambda procs, timeout: calls.append(procs))
+    monkeypatch.setattr(fleet_processes, "_stop_processes", lambda procs, timeout: calls.append(procs))
     localfleet.stop_processes(
         [{"component": c} for c in ("kube-apiserver", "upstream-kueue", "worker-agent")]
     )
@@ -754,7 +753,7 @@ def test_up_accepts_the_light_fleet_flags(tmp_path, monkeypatch):
     def fake_up(args):
         seen.update(vars(args))
 
-    monkeypatch.setattr(localfleet, "cmd_up", fake_up)
+    monkeypatch.setattr(cli, "cmd_up", fake_up)
     args = ["--dir", str(tmp_path), "up", "--shared-etcd", "--light-workers", "--workers", "20"]
     assert localfleet.main(args) == 0
     assert seen["shared_etcd"] and seen["light_workers"] and seen["workers"] == 20

@@ -1,8 +1,7 @@
-"""hack/supervisor.py: kubelet's back-off, the status file, restarts, and a clean stop."""
+"""localfleet/supervisor.py: kubelet's back-off, the status file, restarts, and a clean stop."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import subprocess
@@ -10,11 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+from localfleet import supervisor
+
 REPO = Path(__file__).resolve().parents[2]
-SUPERVISOR = REPO / "hack" / "supervisor.py"
-spec = importlib.util.spec_from_file_location("supervisor", SUPERVISOR)
-supervisor = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(supervisor)
+SUPERVISOR = REPO / "localfleet" / "supervisor.py"
 
 
 def test_backoff_doubles_to_the_cap_and_resets_after_a_long_run():

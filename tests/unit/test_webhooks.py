@@ -588,15 +588,8 @@ def test_manifests_match_the_server_routes():
 
 
 def test_localfleet_points_our_webhooks_at_the_local_agent(tmp_path):
-    import importlib.util
-    import sys
+    import localfleet
 
-    localfleet = sys.modules.get("localfleet")
-    if localfleet is None:
-        spec = importlib.util.spec_from_file_location("localfleet", REPO / "hack" / "localfleet.py")
-        localfleet = importlib.util.module_from_spec(spec)
-        sys.modules["localfleet"] = localfleet
-        spec.loader.exec_module(localfleet)
     up = localfleet.FleetUp.__new__(localfleet.FleetUp)
     up.opts = localfleet.FleetOptions(run_dir=tmp_path)
     plan = localfleet.ClusterPlan(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Keeps one local-fleet process running, as a kubelet keeps a pod's container running.
 
-    python3 hack/supervisor.py --status FILE --log FILE -- COMMAND [ARGS...]
+    python3 localfleet/supervisor.py --status FILE --log FILE -- COMMAND [ARGS...]
 
 It starts COMMAND with its output appended to the log (a marker line before every start), and
 when COMMAND exits, starts it again after kubelet's crash-loop back-off: 10 s, doubling up to

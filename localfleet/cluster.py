@@ -1,0 +1,515 @@
+"""One cluster's control plane and what runs pods there: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok with its fake nodes, the LeaderWorkerSet controller, and the smoke check.
+`ControlPlane` is the part of `localfleet.fleet.FleetUp` that starts them."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from localfleet.binaries import Binaries, crd_docs
+from localfleet.common import (
+    DEFAULT_RUN_DIR,
+    DEFAULT_WORKER_LOST_TIMEOUT,
+    MANAGER,
+    REPO,
+    FleetError,
+    b64,
+    write_file,
+)
+from localfleet.kube import (
+    METRICS_TOKEN_FILE,
+    http_ok,
+    https_ok,
+    metrics_reader_token,
+    tls_port_open,
+)
+from localfleet.pki import FRONT_PROXY_CLIENT, CertificateAuthority
+from localfleet.processes import State, wait_for
+
+OUR_CRDS = REPO / "deploy" / "crds"
+
+
+@dataclass
+class FleetOptions:
+    workers: int = 2
+    nodes: int = 4
+    node_cpu: str = "8"
+    node_memory: str = "32Gi"
+    node_pods: str = "110"
+    smoke: bool = True
+    agents: bool = False
+    manager: bool = False  # our federation manager on the manager cluster (needs agents)
+    setup_multikueue: bool = False
+    run_dir: Path = DEFAULT_RUN_DIR
+    # clientConnection {qps, burst} of our agents and manager; None: Kueue's defaults (20 / 30).
+    client_qps: float | None = None
+    client_burst: int | None = None
+    # multiKueue.workerLostTimeout of our manager (a Go duration); tests shorten it.
+    worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
+    # multiKueue.dispatcherName of the manager (ours or upstream's); None: not set (AllAtOnce).
+    dispatcher: str | None = None
+    # Clusters that run upstream Kueue instead of our worker_agent (and, for the manager, our manager).
+    upstream_kueue: tuple[str, ...] = ()
+    # Top-level fields merged over the config.kueue.x-k8s.io/v1beta2 Configuration upstream Kueue gets
+    # (`up --upstream-kueue-config FILE`), e.g. fairSharing for the differential runner.
+    upstream_kueue_config: dict = field(default_factory=dict)
+    # One etcd (the manager's) serves every apiserver, each under its own key prefix (--etcd-prefix).
+    shared_etcd: bool = False
+    # Workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller:
+    # Workloads are admitted there, no pod is ever created (enough for MultiKueue dispatch benchmarks).
+    light_workers: bool = False
+
+
+@dataclass
+class ClusterPlan:
+    name: str
+    role: str  # "manager" or "worker"
+    dir: Path
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_worker(self) -> bool:
+        return self.role == "worker"
+
+
+def etcd_prefix(cluster: str, shared: bool) -> str:
+    """The apiserver's --etcd-prefix: kube-apiserver's default alone, `/<cluster>/registry` on a shared
+    etcd (no cluster's prefix is a prefix of another's: /worker1/registry, /worker10/registry)."""
+    return f"/{cluster}/registry" if shared else "/registry"
+
+
+def runs_pods(c: ClusterPlan, light_workers: bool) -> bool:
+    """Whether a worker gets kube-controller-manager, kube-scheduler, kwok, nodes and the LWS controller."""
+    return c.is_worker and not light_workers
+
+
+# Beyond kwok's stock stages, one written into each worker's directory by `up`: a Running pod whose
+# Ready condition is False is made Ready again, as a kubelet does when it next syncs the pod's
+# status. kube-controller-manager's node lifecycle controller sets Ready=False on every pod of a node
+# whose heartbeat it saw stop (a worker's kube-apiserver paused past --node-monitor-grace-period:
+# kwok could not renew the node Leases), and kwok's pod-ready stage matches Pending pods only, so
+# without this such pods stayed not Ready for good.
+KWOK_POD_READY_AGAIN = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values:
+      - 'False'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+"""
+
+
+class ControlPlane:
+    """FleetUp's control-plane steps (see localfleet.fleet.FleetUp for the attributes they use)."""
+
+    opts: FleetOptions
+    bins: Binaries
+    state: State
+    clusters: list[ClusterPlan]
+    ca: CertificateAuthority
+
+    def etcd_of(self, c: ClusterPlan) -> ClusterPlan:
+        """The cluster whose etcd stores `c`'s objects: the manager's with --shared-etcd."""
+        return self.clusters[0] if self.opts.shared_etcd else c
+
+    def etcd_clusters(self) -> list[ClusterPlan]:
+        return [c for c in self.clusters if self.etcd_of(c) is c]
+
+    def start_etcd(self) -> None:
+        self.step("starting etcd" + (" (one, shared by every apiserver)" if self.opts.shared_etcd else ""))
+        for c in self.etcd_clusters():
+            p = c.ports
+            self.state.start(
+                c.name,
+                "etcd",
+                [
+                    str(self.bins.path("etcd")),
+                    f"--name={c.name}",
+                    f"--data-dir={c.dir / 'etcd-data'}",
+                    f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+                    f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+                    f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                    f"--initial-cluster={c.name}=http://127.0.0.1:{p['etcd-peer']}",
+                    "--unsafe-no-fsync=true",
+                    "--quota-backend-bytes=8589934592",
+                    "--log-level=warn",
+                ],
+            )
+        for c in self.etcd_clusters():
+            wait_for(
+                f"{c.name} etcd",
+                lambda c=c: http_ok(f"http://127.0.0.1:{c.ports['etcd']}/health"),
+                60,
+                procs=self.procs(c.name, "etcd"),
+            )
+
+    def start_apiservers(self) -> None:
+        self.step("starting kube-apiservers")
+        for c in self.clusters:
+            p, pki = c.ports, c.dir / "pki"
+            self.state.start(
+                c.name,
+                "kube-apiserver",
+                [
+                    str(self.bins.path("kube-apiserver")),
+                    f"--etcd-servers=http://127.0.0.1:{self.etcd_of(c).ports['etcd']}",
+                    f"--etcd-prefix={etcd_prefix(c.name, self.opts.shared_etcd)}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={p['apiserver']}",
+                    f"--cert-dir={pki}",
+                    f"--tls-cert-file={pki / 'apiserver.crt'}",
+                    f"--tls-private-key-file={pki / 'apiserver.key'}",
+                    f"--client-ca-file={self.ca_file}",
+                    "--authorization-mode=RBAC",
+                    # API aggregation (the agents' visibility.kueue.x-k8s.io): the front-proxy client
+                    # certificate the apiserver proxies with, and the headers it names the user in.
+                    f"--requestheader-client-ca-file={self.front_proxy_ca_file}",
+                    f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                    "--requestheader-username-headers=X-Remote-User",
+                    "--requestheader-group-headers=X-Remote-Group",
+                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                    f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                    f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+                    # No ServiceAccount admission: pods must not race the creation of each namespace's SA.
+                    "--disable-admission-plugins=ServiceAccount",
+                    "--service-cluster-ip-range=10.96.0.0/16",
+                    "--allow-privileged=true",
+                    f"--service-account-issuer=https://127.0.0.1:{p['apiserver']}/",
+                    f"--service-account-key-file={pki / 'sa.pub'}",
+                    f"--service-account-signing-key-file={pki / 'sa.key'}",
+                    "--endpoint-reconciler-type=none",
+                    "--enable-priority-and-fairness=false",
+                    "--max-requests-inflight=0",
+                    "--max-mutating-requests-inflight=0",
+                    "--profiling=false",
+                    # ConfigMaps bypass the watch cache, so compacting etcd makes a stale watch get 410 Gone
+                    # deterministically (tests of informer re-list use ConfigMaps).
+                    "--watch-cache-sizes=configmaps#0",
+                    "--v=1",
+                ],
+            )
+        for c in self.clusters:
+            pki = c.dir / "pki"
+            wait_for(
+                f"{c.name} kube-apiserver /readyz",
+                lambda c=c, pki=pki: https_ok(
+                    f"https://127.0.0.1:{c.ports['apiserver']}/readyz",
+                    self.ca_file,
+                    pki / "admin.crt",
+                    pki / "admin.key",
+                ),
+                180,
+                interval=0.5,
+                procs=self.procs(c.name, "kube-apiserver"),
+            )
+
+    def start_controllers(self) -> None:
+        light = " (not on the light workers)" if self.opts.light_workers else ""
+        self.step(f"starting kube-controller-manager, kube-scheduler and kwok{light}")
+        for c in self.clusters:
+            if c.is_worker and not runs_pods(c, self.opts.light_workers):
+                continue
+            admin, pki = str(c.dir / "admin.kubeconfig"), c.dir / "pki"
+            self.state.start(
+                c.name,
+                "kube-controller-manager",
+                [
+                    str(self.bins.path("kube-controller-manager")),
+                    f"--kubeconfig={admin}",
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    f"--root-ca-file={self.ca_file}",
+                    f"--service-account-private-key-file={pki / 'sa.key'}",
+                    "--use-service-account-credentials=false",
+                    "--kube-api-qps=1000",
+                    "--kube-api-burst=1000",
+                    "--v=1",
+                ],
+            )
+            if not c.is_worker:
+                continue
+            self.state.start(
+                c.name,
+                "kube-scheduler",
+                [
+                    str(self.bins.path("kube-scheduler")),
+                    f"--kubeconfig={admin}",
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    "--kube-api-qps=1000",
+                    "--kube-api-burst=1000",
+                    "--v=1",
+                ],
+            )
+            ready_again = c.dir / "kwok-pod-ready-again.yaml"
+            ready_again.write_text(KWOK_POD_READY_AGAIN)
+            self.state.start(
+                c.name,
+                "kwok",
+                [
+                    str(self.bins.path("kwok")),
+                    f"--kubeconfig={admin}",
+                    *[f"--config={s}" for s in [*self.bins.kwok_stages, ready_again]],
+                    "--manage-all-nodes=false",
+                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                    "--node-ip=127.0.0.1",
+                    f"--server-address=127.0.0.1:{c.ports['kwok']}",
+                    "--node-lease-duration-seconds=40",
+                    "--cidr=10.244.0.0/16",
+                ],
+            )
+
+    def grant_metrics_reader(self) -> None:
+        """On every cluster, the metrics reader and a token of it (`metricsToken` in the state)."""
+        self.step("creating the metrics reader (a ServiceAccount token allowed `get /metrics`) everywhere")
+        for c in self.clusters:
+            path = write_file(c.dir / METRICS_TOKEN_FILE, metrics_reader_token(self.kubectl(c)) + "\n")
+            self.state.cluster(c.name)["metricsToken"] = str(path)
+        self.state.save()
+
+    def install_crds(self) -> None:
+        self.step("installing LeaderWorkerSet and Kueue CRDs")
+        ours = crd_docs([*self.bins.lws_crds, *sorted(OUR_CRDS.glob("*.yaml"))])
+        threads = []
+        errors: list[Exception] = []
+
+        def install(c: ClusterPlan) -> None:
+            try:
+                if self.runs_upstream(c):
+                    docs = crd_docs(self.bins.lws_crds) + self.upstream_crds(c)
+                else:
+                    docs = ours
+                names = [d["metadata"]["name"] for d in docs]
+                kubectl = self.kubectl(c)
+                kubectl.apply(
+                    yaml.safe_dump_all(docs if self.runs_upstream(c) else self.local_conversion(c, docs))
+                )
+                kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
+                kubectl("create", "namespace", "kueue-system", check=False)
+            except Exception as e:
+                errors.append(e)
+
+        for c in self.clusters:
+            t = threading.Thread(target=install, args=(c,))
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def create_nodes(self) -> None:
+        workers = [c for c in self.clusters if runs_pods(c, self.opts.light_workers)]
+        if not workers:
+            return
+        self.step(
+            f"creating {self.opts.nodes} fake nodes per worker "
+            f"({self.opts.node_cpu} CPU / {self.opts.node_memory} each)"
+        )
+        for c in workers:
+            nodes = []
+            for i in range(self.opts.nodes):
+                name = f"{c.name}-node-{i}"
+                capacity = {
+                    "cpu": self.opts.node_cpu,
+                    "memory": self.opts.node_memory,
+                    "pods": self.opts.node_pods,
+                }
+                nodes.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {
+                            "name": name,
+                            "annotations": {
+                                "kwok.x-k8s.io/node": "fake",
+                                "node.alpha.kubernetes.io/ttl": "0",
+                            },
+                            "labels": {
+                                "kubernetes.io/hostname": name,
+                                "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64",
+                                "type": "kwok",
+                            },
+                        },
+                        "status": {"capacity": capacity, "allocatable": capacity},
+                    }
+                )
+            # Status fields are dropped on create, so create first, then let kwok fill status;
+            # capacity must be set through the status subresource.
+            self.kubectl(c).apply(nodes)
+            for n in nodes:
+                self.kubectl(c)(
+                    "patch",
+                    "node",
+                    n["metadata"]["name"],
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    json.dumps({"status": n["status"]}),
+                )
+        for c in workers:
+            wait_for(
+                f"{c.name} nodes Ready",
+                lambda c=c: self.ready_nodes(c) >= self.opts.nodes,
+                90,
+                interval=1,
+                procs=self.procs(c.name, "kwok"),
+            )
+
+    def ready_nodes(self, c: ClusterPlan) -> int:
+        res = self.kubectl(c)("get", "nodes", "-o", "json", check=False)
+        if res.returncode != 0:
+            return 0
+        count = 0
+        for n in json.loads(res.stdout)["items"]:
+            conds = {x["type"]: x["status"] for x in n.get("status", {}).get("conditions", [])}
+            if conds.get("Ready") == "True" and n["status"].get("allocatable", {}).get("cpu"):
+                count += 1
+        return count
+
+    # -- LeaderWorkerSet controller -------------------------------------------------------------
+
+    def runs_lws(self, c: ClusterPlan) -> bool:
+        """Workers run the LWS controller; so does a manager running upstream Kueue, whose MultiKueue
+        setup has LWS installed on the manager: only LWS's webhook defaults a manager LWS there."""
+        return runs_pods(c, self.opts.light_workers) or (c.name == MANAGER and self.runs_upstream(c))
+
+    def start_lws(self) -> None:
+        workers = [c for c in self.clusters if self.runs_lws(c)]
+        if not workers:  # `up --workers 0`: a manager cluster only
+            return
+        self.step(f"starting the LeaderWorkerSet controller on {', '.join(c.name for c in workers)}")
+        for c in workers:
+            self.kubectl(c)("create", "namespace", "lws-system", check=False)
+            config = {
+                "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+                "kind": "Configuration",
+                "leaderElection": {"leaderElect": False},
+                "internalCertManagement": {"enable": False},
+                "webhook": {
+                    "port": c.ports["lws-webhook"],
+                    "host": "127.0.0.1",
+                    "certDir": str(c.dir / "lws-certs"),
+                },
+                "metrics": {"bindAddress": "0"},
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['lws-health']}"},
+            }
+            cfg = write_file(c.dir / "lws-config.yaml", yaml.safe_dump(config), 0o644)
+            self.state.start(
+                c.name,
+                "lws-manager",
+                [str(self.bins.path("lws-manager")), f"--config={cfg}", "--zap-log-level=info"],
+                env={"KUBECONFIG": str(c.dir / "admin.kubeconfig")},
+            )
+        for c in workers:
+            wait_for(
+                f"{c.name} LWS webhook TLS port",
+                lambda c=c: tls_port_open(c.ports["lws-webhook"]),
+                60,
+                procs=self.procs(c.name, "lws-manager"),
+            )
+            self.kubectl(c).apply(self.lws_webhook_configs(c))
+
+    def lws_webhook_configs(self, c: ClusterPlan) -> list[dict]:
+        """LWS's webhook manifests, pointed at the local process and its CA (as envtest rewrites them)."""
+        docs = [d for d in yaml.safe_load_all(self.bins.lws_webhooks.read_text()) if d]
+        for doc in docs:
+            doc["metadata"]["name"] = "lws-" + doc["metadata"]["name"]
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{c.ports['lws-webhook']}{path}",
+                    "caBundle": b64(self.ca.cert_pem),
+                }
+                # LWS's kustomize overlay limits its pod webhooks to pods that belong to an LWS.
+                if any("pods" in r.get("resources", []) for r in hook.get("rules", [])):
+                    hook["objectSelector"] = {
+                        "matchExpressions": [
+                            {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}
+                        ]
+                    }
+        return docs
+
+    # -- smoke check ----------------------------------------------------------------------------
+
+    def smoke_check(self) -> None:
+        worker = next((c for c in self.clusters if c.is_worker), None)
+        if worker is None:
+            return
+        self.step(f"smoke check: an LWS (replicas 1, size 2) on {worker.name} must become ready")
+        kubectl = self.kubectl(worker)
+        lws = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "localfleet-smoke", "namespace": "default"},
+            "spec": {
+                "replicas": 1,
+                "leaderWorkerTemplate": {
+                    "size": 2,
+                    "workerTemplate": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": "100m"}},
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+        }
+        kubectl("apply", "-f", "-", input=json.dumps(lws))
+
+        def ready() -> bool:
+            res = kubectl(
+                "get", "lws", "localfleet-smoke", "-o", "jsonpath={.status.readyReplicas}", check=False
+            )
+            return res.stdout.strip() == "1"
+
+        try:
+            wait_for(
+                "the smoke LWS to reach readyReplicas=1",
+                ready,
+                120,
+                interval=1,
+                procs=[p for p in self.state.data["processes"] if p["cluster"] == worker.name],
+            )
+        except FleetError as e:
+            pods = kubectl("get", "pods", "-o", "wide", check=False).stdout
+            raise FleetError(f"{e}\npods on {worker.name}:\n{pods}") from e
+        kubectl("delete", "lws", "localfleet-smoke", "--wait=true", "--timeout=60s")
+        self.step("smoke check passed")

@@ -6,7 +6,7 @@ it; docs/local-fleet.md describes the commands, and which module does what:
   common      paths, the fleet's names, log and FleetError
   binaries    versions (hack/versions.env), the binary cache and the Go builds (`build`)
   pki         the run's CA, certificates and kubeconfigs (the X.509 work is kube_runtime.certs')
-  ports       ports for every listener
+  ports       ports for every listener, each handed out once and reserved until used
   supervisor  the program that keeps one process running (kubelet's back-off); run as a script
   processes   state.json, starting processes under the supervisor, stopping them (`down`)
   kube        kubectl, probes, /metrics with the metrics reader's token, quantities
@@ -121,6 +121,7 @@ from localfleet.pki import (
     kubeconfig,
 )
 from localfleet.ports import (
+    PortAllocator,
     free_port,
 )
 from localfleet.processes import (
@@ -189,6 +190,7 @@ __all__ = [
     "FleetOptions",
     "FleetUp",
     "Kubectl",
+    "PortAllocator",
     "State",
     "WorkerSetup",
     "apiservice_available",

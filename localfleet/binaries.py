@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from localfleet.common import CACHE, REPO, FleetError, fmt_duration, log
+from localfleet.operators import LWS, OPERATORS, Operator
 
 MIN_GO = (1, 26)
 
@@ -45,9 +46,25 @@ class Binaries:
     def kwok_dir(self) -> Path:
         return CACHE / "bin" / f"kwok-{self.versions['KWOK_VERSION']}"
 
+    def operator_dir(self, op: Operator) -> Path:
+        return CACHE / "bin" / f"{op.key}-{self.versions[op.version_key]}"
+
+    def operator_crds(self, op: Operator) -> list[Path]:
+        return sorted((self.operator_dir(op) / "crds").glob("*.yaml"))
+
+    def operator_webhooks(self, op: Operator) -> Path:
+        return self.operator_dir(op) / "webhooks.yaml"
+
+    def operator_present(self, op: Operator) -> bool:
+        return (
+            (self.operator_dir(op) / op.binary).is_file()
+            and bool(self.operator_crds(op))
+            and self.operator_webhooks(op).is_file()
+        )
+
     @property
     def lws_dir(self) -> Path:
-        return CACHE / "bin" / f"lws-{self.versions['LWS_VERSION']}"
+        return self.operator_dir(LWS)
 
     @property
     def helm_dir(self) -> Path:
@@ -67,8 +84,9 @@ class Binaries:
     def path(self, name: str) -> Path:
         if name == "kwok":
             return self.kwok_dir / "kwok"
-        if name == "lws-manager":
-            return self.lws_dir / "lws-manager"
+        for op in OPERATORS:
+            if name == op.binary:
+                return self.operator_dir(op) / op.binary
         if name == "kueue":
             return self.kueue_dir / "kueue"
         if name == "helm":
@@ -90,11 +108,11 @@ class Binaries:
 
     @property
     def lws_crds(self) -> list[Path]:
-        return sorted((self.lws_dir / "crds").glob("*.yaml"))
+        return self.operator_crds(LWS)
 
     @property
     def lws_webhooks(self) -> Path:
-        return self.lws_dir / "webhooks.yaml"
+        return self.operator_webhooks(LWS)
 
     @property
     def kueue_crds(self) -> list[Path]:
@@ -118,12 +136,11 @@ class Binaries:
         )
 
     def all_present(self) -> bool:
-        needed = [self.path(n) for n in [*K8S_COMMANDS, "etcd", "kwok", "lws-manager"]]
+        needed = [self.path(n) for n in [*K8S_COMMANDS, "etcd", "kwok"]]
         return (
             all(p.is_file() for p in needed)
             and self.kwok_stages_current()
-            and bool(self.lws_crds)
-            and self.lws_webhooks.is_file()
+            and all(self.operator_present(op) for op in OPERATORS)
         )
 
 
@@ -232,8 +249,9 @@ class Builder:
             todo.append(self.build_kubernetes)
         if force or not self.bins.path("kwok").is_file() or not self.bins.kwok_stages_current():
             todo.append(self.build_kwok)
-        if force or not self.bins.path("lws-manager").is_file() or not self.bins.lws_webhooks.is_file():
-            todo.append(self.build_lws)
+        for op in OPERATORS:
+            if force or not self.bins.operator_present(op):
+                todo.append(lambda op=op: self.build_operator(op))
         if upstream_kueue and (force or not self.bins.upstream_kueue_present()):
             todo.append(self.build_upstream_kueue)
         if helm and (force or not self.bins.path("helm").is_file()):
@@ -390,24 +408,28 @@ class Builder:
             (d / "stages" / Path(rel).name).write_text(text)
         (d / "stages" / "SOURCES").write_text("\n".join([*KWOK_STAGE_FILES, KEEP_RUNNING_ANNOTATION]))
 
-    def build_lws(self) -> None:
-        version = self.v["LWS_VERSION"]
-        d = self.bins.lws_dir
+    def build_operator(self, op: Operator) -> None:
+        """An Operator's controller, its CRDs and its webhook configurations, from its Go module."""
+        version = self.v[op.version_key]
+        d = self.bins.operator_dir(op)
         d.mkdir(parents=True, exist_ok=True)
-        if not (d / "lws-manager").is_file():
+        if not (d / op.binary).is_file():
             self.go_build_module(
-                f"build lws-manager {version}",
-                "sigs.k8s.io/lws",
+                f"build {op.binary} {version}",
+                op.module,
                 version,
-                "sigs.k8s.io/lws/cmd",
-                f"-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion={version}",
-                d / "lws-manager",
+                op.package,
+                op.ldflags(version),
+                d / op.binary,
             )
-        src = self.module_dir(f"sigs.k8s.io/lws@{version}")
+        src = self.module_dir(f"{op.module}@{version}")
         (d / "crds").mkdir(exist_ok=True)
-        for crd in sorted((src / "config" / "crd" / "bases").glob("*.yaml")):
+        for crd in sorted((src / op.crd_dir).glob("*.yaml")):
             shutil.copyfile(crd, d / "crds" / crd.name)
-        shutil.copyfile(src / "config" / "webhook" / "manifests.yaml", d / "webhooks.yaml")
+        shutil.copyfile(src / op.webhooks, d / "webhooks.yaml")
+
+    def build_lws(self) -> None:
+        self.build_operator(LWS)
 
     def build_helm(self) -> None:
         """helm from its Go module (helm.sh/helm/v3) with the ldflags of helm's Makefile: its version, and

@@ -135,6 +135,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         upstream_kueue_config=upstream_kueue_config(args.upstream_kueue_config, upstream),
         shared_etcd=args.shared_etcd,
         light_workers=args.light_workers,
+        jobset=not args.no_jobset,
     )
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
@@ -407,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller: "
         "Workloads are admitted, no pod runs (no smoke check; for dispatch benchmarks)",
+    )
+    u.add_argument(
+        "--no-jobset",
+        action="store_true",
+        help="leave JobSet out: no JobSet controller on the workers, no JobSet CRD anywhere "
+        "(saves a process per worker)",
     )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")

@@ -28,6 +28,7 @@ from localfleet.kube import (
     metrics_reader_token,
     tls_port_open,
 )
+from localfleet.operators import JOBSET, LWS, OPERATORS, Operator
 from localfleet.pki import FRONT_PROXY_CLIENT, CertificateAuthority
 from localfleet.processes import State, wait_for
 
@@ -63,6 +64,8 @@ class FleetOptions:
     # Workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller:
     # Workloads are admitted there, no pod is ever created (enough for MultiKueue dispatch benchmarks).
     light_workers: bool = False
+    # The JobSet controller on workers and its CRD everywhere (`up --no-jobset`: neither).
+    jobset: bool = True
 
 
 @dataclass
@@ -299,15 +302,15 @@ class ControlPlane:
         self.state.save()
 
     def install_crds(self) -> None:
-        self.step("installing LeaderWorkerSet and Kueue CRDs")
-        ours = crd_docs([*self.bins.lws_crds, *sorted(OUR_CRDS.glob("*.yaml"))])
+        self.step(f"installing {', '.join(op.title for op in self.operators())} and Kueue CRDs")
+        ours = crd_docs([*self.operator_crds(), *sorted(OUR_CRDS.glob("*.yaml"))])
         threads = []
         errors: list[Exception] = []
 
         def install(c: ClusterPlan) -> None:
             try:
                 if self.runs_upstream(c):
-                    docs = crd_docs(self.bins.lws_crds) + self.upstream_crds(c)
+                    docs = crd_docs(self.operator_crds()) + self.upstream_crds(c)
                 else:
                     docs = ours
                 names = [d["metadata"]["name"] for d in docs]
@@ -399,68 +402,60 @@ class ControlPlane:
                 count += 1
         return count
 
-    # -- LeaderWorkerSet controller -------------------------------------------------------------
+    # -- LeaderWorkerSet and JobSet controllers ----------------------------------------------------
 
     def runs_lws(self, c: ClusterPlan) -> bool:
-        """Workers run the LWS controller; so does a manager running upstream Kueue, whose MultiKueue
-        setup has LWS installed on the manager: only LWS's webhook defaults a manager LWS there."""
+        """Workers run the LWS and JobSet controllers; so does a manager running upstream Kueue, whose
+        MultiKueue setup has them installed on the manager: only their webhooks default a manager LWS
+        or JobSet there. (On our manager a JobSet is defaulted on the worker it runs on.)"""
         return runs_pods(c, self.opts.light_workers) or (c.name == MANAGER and self.runs_upstream(c))
 
+    def operators(self) -> list[Operator]:
+        """The other projects' controllers this fleet runs (`up --no-jobset` leaves JobSet out)."""
+        return [op for op in OPERATORS if op is not JOBSET or self.opts.jobset]
+
+    def operator_crds(self) -> list[Path]:
+        return [p for op in self.operators() for p in self.bins.operator_crds(op)]
+
     def start_lws(self) -> None:
+        """The LeaderWorkerSet and JobSet controllers, with their webhooks, where `runs_lws` says."""
         workers = [c for c in self.clusters if self.runs_lws(c)]
         if not workers:  # `up --workers 0`: a manager cluster only
             return
-        self.step(f"starting the LeaderWorkerSet controller on {', '.join(c.name for c in workers)}")
+        ops = self.operators()
+        titles = " and ".join(f"the {op.title} controller" for op in ops)
+        self.step(f"starting {titles} on {', '.join(c.name for c in workers)}")
         for c in workers:
-            self.kubectl(c)("create", "namespace", "lws-system", check=False)
-            config = {
-                "apiVersion": "config.lws.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {"leaderElect": False},
-                "internalCertManagement": {"enable": False},
-                "webhook": {
-                    "port": c.ports["lws-webhook"],
-                    "host": "127.0.0.1",
-                    "certDir": str(c.dir / "lws-certs"),
-                },
-                "metrics": {"bindAddress": "0"},
-                "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['lws-health']}"},
-            }
-            cfg = write_file(c.dir / "lws-config.yaml", yaml.safe_dump(config), 0o644)
-            self.state.start(
-                c.name,
-                "lws-manager",
-                [str(self.bins.path("lws-manager")), f"--config={cfg}", "--zap-log-level=info"],
-                env={"KUBECONFIG": str(c.dir / "admin.kubeconfig")},
-            )
+            for op in ops:
+                self.kubectl(c)("create", "namespace", op.namespace, check=False)
+                config = op.config(
+                    c.ports[f"{op.key}-webhook"], c.ports[f"{op.key}-health"], str(c.dir / f"{op.key}-certs")
+                )
+                cfg = write_file(c.dir / f"{op.key}-config.yaml", yaml.safe_dump(config), 0o644)
+                self.state.start(
+                    c.name,
+                    op.binary,
+                    [str(self.bins.path(op.binary)), f"--config={cfg}", "--zap-log-level=info"],
+                    env={"KUBECONFIG": str(c.dir / "admin.kubeconfig")},
+                )
         for c in workers:
-            wait_for(
-                f"{c.name} LWS webhook TLS port",
-                lambda c=c: tls_port_open(c.ports["lws-webhook"]),
-                60,
-                procs=self.procs(c.name, "lws-manager"),
-            )
-            self.kubectl(c).apply(self.lws_webhook_configs(c))
+            for op in ops:
+                wait_for(
+                    f"{c.name} {op.title} webhook TLS port",
+                    lambda c=c, op=op: tls_port_open(c.ports[f"{op.key}-webhook"]),
+                    60,
+                    procs=self.procs(c.name, op.binary),
+                )
+                self.kubectl(c).apply(self.operator_webhook_configs(c, op))
+
+    def operator_webhook_configs(self, c: ClusterPlan, op: Operator) -> list[dict]:
+        docs = [d for d in yaml.safe_load_all(self.bins.operator_webhooks(op).read_text()) if d]
+        return op.webhook_configs(docs, c.ports[f"{op.key}-webhook"], b64(self.ca.cert_pem))
 
     def lws_webhook_configs(self, c: ClusterPlan) -> list[dict]:
         """LWS's webhook manifests, pointed at the local process and its CA (as envtest rewrites them)."""
         docs = [d for d in yaml.safe_load_all(self.bins.lws_webhooks.read_text()) if d]
-        for doc in docs:
-            doc["metadata"]["name"] = "lws-" + doc["metadata"]["name"]
-            for hook in doc["webhooks"]:
-                path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {
-                    "url": f"https://127.0.0.1:{c.ports['lws-webhook']}{path}",
-                    "caBundle": b64(self.ca.cert_pem),
-                }
-                # LWS's kustomize overlay limits its pod webhooks to pods that belong to an LWS.
-                if any("pods" in r.get("resources", []) for r in hook.get("rules", [])):
-                    hook["objectSelector"] = {
-                        "matchExpressions": [
-                            {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}
-                        ]
-                    }
-        return docs
+        return LWS.webhook_configs(docs, c.ports["lws-webhook"], b64(self.ca.cert_pem))
 
     # -- smoke check ----------------------------------------------------------------------------
 

@@ -69,6 +69,7 @@ class FleetUp(ControlPlane, OurProcesses, UpstreamKueue):
             "upstreamKueue": list(self.opts.upstream_kueue),
             "sharedEtcd": self.opts.shared_etcd,
             "lightWorkers": self.opts.light_workers,
+            "jobset": self.opts.jobset,
         }
         self.state.save()
         self.make_pki()
@@ -104,12 +105,18 @@ class FleetUp(ControlPlane, OurProcesses, UpstreamKueue):
         self.front_proxy_ca = CertificateAuthority(f"{PROJECT} front-proxy CA")
         self.front_proxy_ca_file = write_file(pki / "front-proxy-ca.crt", self.front_proxy_ca.cert_pem, 0o644)
         for c in self.clusters:
-            for name in ("etcd", "etcd-peer", "apiserver", "kwok", "lws-webhook", "lws-health"):
+            for name in ("etcd", "etcd-peer", "apiserver", "kwok"):
                 c.ports[name] = free_port()
+            for op in self.operators():
+                c.ports[f"{op.key}-webhook"] = free_port()
+                c.ports[f"{op.key}-health"] = free_port()
         for c in self.clusters:
             self.cluster_certificates(c)
             if self.runs_lws(c):
-                write_pair(c.dir / "lws-certs", "tls", self.ca.issue("lws-webhook", server=True))
+                for op in self.operators():
+                    write_pair(
+                        c.dir / f"{op.key}-certs", "tls", self.ca.issue(f"{op.key}-webhook", server=True)
+                    )
             if self.runs_upstream(c):
                 self.upstream_certificates(c)
             self.record_cluster(c)

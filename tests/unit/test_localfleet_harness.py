@@ -825,3 +825,35 @@ def test_status_reads_secure_metrics_with_the_clusters_token(tmp_path):
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+def test_jobset_runs_beside_lws_with_its_own_ports_certificates_and_pod_selector(tmp_path):
+    """JobSet is an Operator like LWS: its webhooks point at its own port and limit its pod webhooks to
+    JobSet pods; `up --no-jobset` leaves it (and its CRD) out."""
+    from localfleet.operators import JOBSET
+
+    docs = JOBSET.webhook_configs(
+        [
+            {
+                "metadata": {"name": "validating-webhook-configuration"},
+                "webhooks": [
+                    {
+                        "name": "vpod.kb.io",
+                        "clientConfig": {"service": {"path": "/validate--v1-pod"}},
+                        "rules": [{"resources": ["pods"]}],
+                    }
+                ],
+            }
+        ],
+        29443,
+        "Q0E=",
+    )
+    hook = docs[0]["webhooks"][0]
+    assert docs[0]["metadata"]["name"] == "jobset-validating-webhook-configuration"
+    assert hook["clientConfig"] == {"url": "https://127.0.0.1:29443/validate--v1-pod", "caBundle": "Q0E="}
+    assert hook["objectSelector"]["matchExpressions"][0]["key"] == "jobset.sigs.k8s.io/jobset-name"
+    config = JOBSET.config(29443, 29444, "/certs")
+    assert config["apiVersion"] == "config.jobset.x-k8s.io/v1alpha1"
+    assert config["webhook"] == {"port": 29443, "host": "127.0.0.1", "certDir": "/certs"}
+    assert [op.key for op in _fleet_up(tmp_path).operators()] == ["lws", "jobset"]
+    assert [op.key for op in _fleet_up(tmp_path, jobset=False).operators()] == ["lws"]

@@ -1,0 +1,88 @@
+"""Controllers of other projects that a fleet runs next to Kueue: LeaderWorkerSet and JobSet.
+
+Both are controller-runtime managers built from their Go modules, configured by a file of their own
+(webhook port and certificate directory, no leader election, no internal certificate management) and
+serving mutating and validating webhooks that the fleet points at the local process, as envtest
+does. One `Operator` describes each; `ControlPlane` (localfleet.cluster) starts them, `Builder`
+(localfleet.binaries) builds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Operator:
+    key: str  # short name: ports "<key>-webhook"/"<key>-health", directory "<key>-certs"
+    title: str  # for log lines
+    version_key: str  # in hack/versions.env
+    module: str  # Go module
+    package: str  # its main package
+    binary: str  # the executable's name in the cache
+    crd_dir: str  # in the module: every *.yaml there is a CRD
+    webhooks: str  # in the module: its webhook configurations
+    config_api: str  # apiVersion of its Configuration file
+    namespace: str  # where it would run in a real cluster (some controllers look it up)
+    pod_label: str  # the label its pods carry: its pod webhooks see only those
+
+    def ldflags(self, version: str) -> str:
+        return f"-s -w -X {self.module}/pkg/version.GitVersion={version}"
+
+    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> dict:
+        """Its Configuration file: webhooks on 127.0.0.1 with certificates from `cert_dir`."""
+        return {
+            "apiVersion": self.config_api,
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": cert_dir},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        }
+
+    def webhook_configs(self, docs: list[dict], port: int, ca_bundle: str) -> list[dict]:
+        """Its webhook manifests pointed at the local process and the fleet's CA, named with its key as a
+        prefix (the stock names clash between projects); its pod webhooks limited to its own pods, as
+        its kustomize overlay does."""
+        for doc in docs:
+            doc["metadata"]["name"] = f"{self.key}-{doc['metadata']['name']}"
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
+                if any("pods" in r.get("resources", []) for r in hook.get("rules", [])):
+                    hook["objectSelector"] = {
+                        "matchExpressions": [{"key": self.pod_label, "operator": "Exists"}]
+                    }
+        return docs
+
+
+LWS = Operator(
+    key="lws",
+    title="LeaderWorkerSet",
+    version_key="LWS_VERSION",
+    module="sigs.k8s.io/lws",
+    package="sigs.k8s.io/lws/cmd",
+    binary="lws-manager",
+    crd_dir="config/crd/bases",
+    webhooks="config/webhook/manifests.yaml",
+    config_api="config.lws.x-k8s.io/v1alpha1",
+    namespace="lws-system",
+    pod_label="leaderworkerset.sigs.k8s.io/name",
+)
+
+JOBSET = Operator(
+    key="jobset",
+    title="JobSet",
+    version_key="JOBSET_VERSION",
+    module="sigs.k8s.io/jobset",
+    package="sigs.k8s.io/jobset",  # its main package is the module's root
+    binary="jobset-manager",
+    crd_dir="config/components/crd/bases",
+    webhooks="config/components/webhook/manifests.yaml",
+    config_api="config.jobset.x-k8s.io/v1alpha1",
+    namespace="jobset-system",
+    pod_label="jobset.sigs.k8s.io/jobset-name",
+)
+
+OPERATORS = (LWS, JOBSET)

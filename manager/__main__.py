@@ -13,10 +13,10 @@ from kube_runtime import features
 from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
+from kueue_domain.config import ConfigError, with_feature_gate_flag
+from kueue_domain.operator_config import RESTART, OperatorConfig, add_arguments, reexec
 from manager.config import load_manager_config, parse_manager_config
 from manager.manager import LeadershipLost, Manager
-from worker_agent.config import ConfigError, with_feature_gate_flag
-from worker_agent.operator_config import RESTART, OperatorConfig, add_arguments, reexec
 
 log = structlog.get_logger("manager")
 

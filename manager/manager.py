@@ -23,6 +23,9 @@ from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer, MetricsServing, start_servers
 from kube_runtime.informer import Informer, compact, object_key
 from kube_runtime.leaderelection import LeaderElector
+from kueue_domain import workload as wlutil
+from kueue_domain.config import Configuration
+from kueue_domain.metrics import ClientRequestsCollector
 from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
@@ -36,9 +39,6 @@ from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient, workload_keys
 from manager.workload import DispatchError, WorkloadReconciler, remote_workload_cache_transform
-from worker_agent import workload as wlutil
-from worker_agent.config import Configuration
-from worker_agent.metrics import ClientRequestsCollector
 
 log = structlog.get_logger("manager")
 

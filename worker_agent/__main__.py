@@ -12,9 +12,9 @@ import structlog
 from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, run_until_signalled
+from kueue_domain.config import ConfigError, load_config, with_feature_gate_flag
+from kueue_domain.operator_config import RESTART, OperatorConfig, add_arguments, reexec
 from worker_agent.agent import Agent, LeadershipLost
-from worker_agent.config import ConfigError, load_config, with_feature_gate_flag
-from worker_agent.operator_config import RESTART, OperatorConfig, add_arguments, reexec
 from worker_agent.visibility import DEFAULT_BIND_ADDRESS as DEFAULT_VISIBILITY_BIND_ADDRESS
 
 log = structlog.get_logger("worker_agent")

@@ -25,12 +25,13 @@ from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer, MetricsServing, parse_bind_address, start_servers
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
+from kueue_domain.config import Configuration
+from kueue_domain.metrics import ClientRequestsCollector
 from worker_agent.admission import AdmissionState, on_spec_change
-from worker_agent.config import Configuration
 from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
 from worker_agent.controllers.workload import WorkloadController
 from worker_agent.integrations import setup_integrations
-from worker_agent.metrics import ClientRequestsCollector, Metrics
+from worker_agent.metrics import Metrics
 from worker_agent.visibility import PendingWorkloads, VisibilityServer
 from worker_agent.webhooks import make_certificates, setup_webhooks
 

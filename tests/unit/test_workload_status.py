@@ -6,7 +6,7 @@ import copy
 import datetime as dt
 
 from kube_runtime import api, features
-from worker_agent import workload as w
+from kueue_domain import workload as w
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(seconds=90)

@@ -21,7 +21,7 @@ from kube_runtime.clock import Clock
 from kube_runtime.conditions import parse_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
-from worker_agent import workload as wlstatus
+from kueue_domain import workload as wlstatus
 from worker_agent.admission import AdmissionState
 
 log = structlog.get_logger("worker_agent.workload")

@@ -27,9 +27,10 @@ from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer
-from worker_agent.config import Configuration
+from kueue_domain import fields
+from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
-from worker_agent.webhooks import common, convert, fields, job, leaderworkerset, pod
+from worker_agent.webhooks import common, convert, job, leaderworkerset, pod
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch

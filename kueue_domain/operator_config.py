@@ -43,7 +43,7 @@ import yaml
 from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.informer import Informer
-from worker_agent.config import (
+from kueue_domain.config import (
     ANY,
     KNOWN_FRAMEWORKS,
     ConfigError,

@@ -1,4 +1,4 @@
-"""Workload status transitions (worker_agent.workload): the exact conditions Kueue writes."""
+"""Workload status transitions (kueue_domain.workload): the exact conditions Kueue writes."""
 
 from __future__ import annotations
 

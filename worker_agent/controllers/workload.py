@@ -2,7 +2,7 @@
 scheduler's own decision.
 
 One reconcile per Workload key, level-triggered: it reads the cached object, computes the next
-status with `worker_agent.workload`, and writes it with one strict server-side apply (a conflict
+status with `kueue_domain.workload`, and writes it with one strict server-side apply (a conflict
 simply retries). Deadlines (PodsReady timeout, requeue backoff, maximum execution time) come back
 as `Result(requeue_after=...)`.
 """

@@ -29,10 +29,7 @@ import contextlib
 import copy
 import dataclasses
 import difflib
-import logging
-import os
 import re
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -636,13 +633,3 @@ async def _cancel(*tasks: asyncio.Future[Any]) -> None:
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-def reexec(module: str, argv: list[str] | None) -> None:
-    """Replace this process by a fresh run of the same command line (same PID, same arguments)."""
-    args = list(sys.orig_argv) if argv is None else [sys.executable, "-m", module, *argv]
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, args)

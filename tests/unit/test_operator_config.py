@@ -524,7 +524,7 @@ def test_reexec_replaces_the_process_with_the_same_command_line(tmp_path: Path):
             f"""
             import os, sys
             from pathlib import Path
-            from kueue_domain.operator_config import reexec
+            from kube_runtime.process import reexec
             print("run", os.getpid(), sys.argv[1:], end=" | ")
             if not Path({str(marker)!r}).exists():
                 Path({str(marker)!r}).touch()

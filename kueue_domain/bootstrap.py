@@ -22,7 +22,9 @@ from typing import Any
 import structlog
 
 from kube_runtime.client import KubeClient
+from kube_runtime.clock import Clock
 from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
+from kube_runtime.leaderelection import LeaderElector
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, reexec, run_until_signalled
 from kueue_domain.config import ConfigError, Configuration, load_config, parse_config, with_feature_gate_flag
@@ -61,6 +63,33 @@ class Program:
     def refuse(self, message: object) -> int:
         print(f"{self.name}: {message}", file=sys.stderr)
         return 2
+
+    def build_parser(self) -> argparse.ArgumentParser:
+        return build_parser(self)
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """The process: parse `argv` (sys.argv by default), run, return the exit code."""
+        return main(self, argv)
+
+
+def leader_elector(
+    kube: KubeClient, config: Configuration, identity: str, clock: Clock, on_lost: Callable[[], None]
+) -> LeaderElector | None:
+    """The Configuration's leader election (`leaderElection`), not started yet; None when
+    `leaderElect` is false. `on_lost` is called when leadership is lost."""
+    if not config.leader_elect:
+        return None
+    return LeaderElector(
+        kube,
+        config.leader_election_namespace,
+        config.leader_election_id,
+        identity,
+        lease_duration=config.lease_duration_seconds,
+        renew_deadline=config.renew_deadline_seconds,
+        retry_period=config.retry_period_seconds,
+        clock=clock,
+        on_stopped_leading=on_lost,
+    )
 
 
 def build_parser(program: Program) -> argparse.ArgumentParser:

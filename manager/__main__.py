@@ -49,14 +49,8 @@ PROGRAM = bootstrap.Program(
     parse=parse_manager_config,
     check=_check,
 )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    return bootstrap.build_parser(PROGRAM)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return bootstrap.main(PROGRAM, argv)
+build_parser = PROGRAM.build_parser
+main = PROGRAM.main
 
 
 if __name__ == "__main__":

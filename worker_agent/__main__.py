@@ -76,14 +76,8 @@ PROGRAM = bootstrap.Program(
     add_address_arguments=_add_address_arguments,
     add_option_arguments=_add_option_arguments,
 )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    return bootstrap.build_parser(PROGRAM)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return bootstrap.main(PROGRAM, argv)
+build_parser = PROGRAM.build_parser
+main = PROGRAM.main
 
 
 if __name__ == "__main__":

@@ -28,7 +28,14 @@ from kube_runtime.leaderelection import LeaderElector
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import load_clients, reexec, run_until_signalled
 from kueue_domain.config import ConfigError, Configuration, load_config, parse_config, with_feature_gate_flag
-from kueue_domain.operator_config import RESTART, OperatorConfig, add_arguments
+from kueue_domain.operator_config import (
+    API_VERSION,
+    DEFAULT_POLL_INTERVAL,
+    KIND,
+    NAME,
+    RESTART,
+    OperatorConfig,
+)
 
 Serve = Callable[[], Awaitable[None]]
 Build = Callable[[argparse.Namespace, KubeClient, KubeClient, Configuration], AbstractContextManager[Serve]]
@@ -92,12 +99,41 @@ def leader_elector(
     )
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--kueue-cr",
+        metavar="PATH",
+        help=f"a {API_VERSION} {KIND} object (Red Hat build of Kueue) instead of a Configuration; "
+        "--config, if given too, supplies the fields it does not map; docs/operator-config.md",
+    )
+    group.add_argument(
+        "--kueue-cr-from-cluster",
+        action="store_true",
+        help=f"read the cluster-scoped {KIND} object {NAME!r} ({API_VERSION}) from the cluster and watch it",
+    )
+    parser.add_argument(
+        "--kueue-cr-poll-interval",
+        type=_seconds,
+        default=DEFAULT_POLL_INTERVAL,
+        metavar="SECONDS",
+        help=f"how often --kueue-cr's file is checked for changes (default {DEFAULT_POLL_INTERVAL:g})",
+    )
+
+
 def build_parser(program: Program) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {program.name}", description=program.description)
     parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster credentials when omitted")
     parser.add_argument("--context", help="kubeconfig context (default: the current context)")
     parser.add_argument("--config", help="a config.kueue.x-k8s.io/v1beta1 Configuration YAML file")
-    add_arguments(parser)
+    add_operator_arguments(parser)
     parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
     add_metrics_arguments(parser)
     parser.add_argument(

@@ -484,36 +484,7 @@ class ClusterSource:
 
 
 # ------------------------------------------------------------------------------------------
-# The process side: flags, loading, watching, restarting
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--kueue-cr",
-        metavar="PATH",
-        help=f"a {API_VERSION} {KIND} object (Red Hat build of Kueue) instead of a Configuration; "
-        "--config, if given too, supplies the fields it does not map; docs/operator-config.md",
-    )
-    group.add_argument(
-        "--kueue-cr-from-cluster",
-        action="store_true",
-        help=f"read the cluster-scoped {KIND} object {NAME!r} ({API_VERSION}) from the cluster and watch it",
-    )
-    parser.add_argument(
-        "--kueue-cr-poll-interval",
-        type=_seconds,
-        default=DEFAULT_POLL_INTERVAL,
-        metavar="SECONDS",
-        help=f"how often --kueue-cr's file is checked for changes (default {DEFAULT_POLL_INTERVAL:g})",
-    )
+# The process side: loading, watching, restarting (the flags: kueue_domain/bootstrap.py)
 
 
 class OperatorConfig:

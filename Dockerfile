@@ -3,6 +3,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY kube_runtime ./kube_runtime
+COPY kueue_domain ./kueue_domain
 COPY worker_agent ./worker_agent
 COPY manager ./manager
 RUN pip install --no-cache-dir .

@@ -1,13 +1,17 @@
 """What `python -m worker_agent` and `python -m manager` share as processes: their API clients
-(one for the controllers, one for events, each with its own rate limit) and a run that ends on
-SIGINT/SIGTERM with exit code 0, or 1 when leadership is lost."""
+(one for the controllers, one for events, each with its own rate limit), a run that ends on
+SIGINT/SIGTERM with exit code 0, or 1 when leadership is lost, and a restart in place (`reexec`).
+kueue_domain/bootstrap.py puts them together."""
 
 from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
 import contextlib
+import logging
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -74,3 +78,13 @@ async def run_until_signalled(
         for client in clients:
             await client.close()
     return 0
+
+
+def reexec(module: str, argv: list[str] | None) -> None:
+    """Replace this process by a fresh run of the same command line (same PID, same arguments)."""
+    args = list(sys.orig_argv) if argv is None else [sys.executable, "-m", module, *argv]
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, args)

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kube_runtime import api
-from worker_agent import workload as wlutil
+from kueue_domain import workload as wlutil
 
 Obj = dict[str, Any]
 

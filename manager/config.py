@@ -1,6 +1,6 @@
 """The manager's configuration: the same `config.kueue.x-k8s.io/v1beta1` Configuration the
-worker_agent reads (Kueue has one file for both roles), with the manager's own defaults, plus the
-few tunables that are not part of the Configuration API."""
+worker reads (kueue_domain.config: Kueue has one file for both roles), with the manager's own
+defaults, plus the few tunables that are not part of the Configuration API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kube_runtime import api
-from worker_agent.config import Configuration, load_config, parse_config
+from kueue_domain.config import Configuration, load_config, parse_config
 
 # Both processes run in kueue-system on the manager cluster: they must not share a Lease.
 MANAGER_LEADER_ELECTION_ID = "kueue-federation-manager"

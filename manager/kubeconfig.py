@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from kube_runtime import api
-from worker_agent.webhooks import fields
+from kueue_domain import fields
 
 # The env var through which an exec plugin receives the ClusterProfile's exec extension data.
 CLUSTER_EXEC_CONFIG_ENV = "KUEUE_CLUSTER_EXEC_CONFIG"

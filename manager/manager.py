@@ -23,6 +23,10 @@ from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer, MetricsServing, start_servers
 from kube_runtime.informer import Informer, compact, object_key
 from kube_runtime.leaderelection import LeaderElector
+from kueue_domain import workload as wlutil
+from kueue_domain.bootstrap import leader_elector
+from kueue_domain.config import Configuration
+from kueue_domain.metrics import ClientRequestsCollector
 from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
@@ -36,9 +40,6 @@ from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient, workload_keys
 from manager.workload import DispatchError, WorkloadReconciler, remote_workload_cache_transform
-from worker_agent import workload as wlutil
-from worker_agent.config import Configuration
-from worker_agent.metrics import ClientRequestsCollector
 
 log = structlog.get_logger("manager")
 
@@ -427,18 +428,8 @@ class Manager:
             log.info("caches synced", workloads=len(self.workloads.store), clusters=len(self.clusters.store))
             self.ready.set()
             lost = asyncio.Event()
-            if self.config.leader_elect:
-                self.elector = LeaderElector(
-                    self.kube,
-                    self.config.leader_election_namespace,
-                    self.config.leader_election_id,
-                    self.identity,
-                    lease_duration=self.config.lease_duration_seconds,
-                    renew_deadline=self.config.renew_deadline_seconds,
-                    retry_period=self.config.retry_period_seconds,
-                    clock=self.clock,
-                    on_stopped_leading=lambda: lost.set(),
-                )
+            self.elector = leader_elector(self.kube, self.config, self.identity, self.clock, lost.set)
+            if self.elector is not None:
                 self.elector.start()
                 self.metrics.replica_role = "follower"
                 log.info("waiting for leadership", lease=self.config.leader_election_id)

@@ -10,7 +10,7 @@ from kube_runtime import api
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, set_status_condition
-from worker_agent.workload import truncate_message
+from kueue_domain.workload import truncate_message
 
 Obj = dict[str, Any]
 ACTIVE = "Active"

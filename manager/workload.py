@@ -22,13 +22,13 @@ from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, compact, object_key
+from kueue_domain import workload as wlutil
 from manager.adapters.base import Adapter, OwnershipError, check_ownership, foreign_object, remote_object
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
 from manager.clusters import Remotes
 from manager.groups import GroupConflict, Groups, cluster_name
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient
-from worker_agent import workload as wlutil
 
 log = structlog.get_logger("manager.workload")
 

@@ -24,8 +24,9 @@ from kube_runtime.clock import Clock
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.ratelimit import HIGH, LOW
-from worker_agent import workload as wlstatus
-from worker_agent.config import Configuration
+from kueue_domain import workload as wlstatus
+from kueue_domain.config import Configuration
+from kueue_domain.resources import resource_list_to_api
 from worker_agent.engine import (
     REQUEUE_BATCH_SECONDS,
     REQUEUE_LONG_BATCH_SECONDS,
@@ -38,7 +39,6 @@ from worker_agent.engine import (
     WorkloadInfo,
     requeue_scope,
 )
-from worker_agent.engine.resources import resource_list_to_api
 from worker_agent.engine.scheduler import Admit, CycleResult, Preempt, Requeue, selector_matches
 from worker_agent.engine.snapshot import holds_quota
 

@@ -25,12 +25,14 @@ from kube_runtime.events import EventRecorder
 from kube_runtime.httpserver import HealthServer, MetricsServing, parse_bind_address, start_servers
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
+from kueue_domain.bootstrap import leader_elector
+from kueue_domain.config import Configuration
+from kueue_domain.metrics import ClientRequestsCollector
 from worker_agent.admission import AdmissionState, on_spec_change
-from worker_agent.config import Configuration
 from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
 from worker_agent.controllers.workload import WorkloadController
 from worker_agent.integrations import setup_integrations
-from worker_agent.metrics import ClientRequestsCollector, Metrics
+from worker_agent.metrics import Metrics
 from worker_agent.visibility import PendingWorkloads, VisibilityServer
 from worker_agent.webhooks import make_certificates, setup_webhooks
 
@@ -286,18 +288,8 @@ class Agent:
             log.info("caches synced", workloads=len(self.state.workloads.store))
             self.ready.set()
             lost = asyncio.Event()
-            if self.config.leader_elect:
-                self.elector = LeaderElector(
-                    self.kube,
-                    self.config.leader_election_namespace,
-                    self.config.leader_election_id,
-                    self.identity,
-                    lease_duration=self.config.lease_duration_seconds,
-                    renew_deadline=self.config.renew_deadline_seconds,
-                    retry_period=self.config.retry_period_seconds,
-                    clock=self.clock,
-                    on_stopped_leading=lambda: lost.set(),
-                )
+            self.elector = leader_elector(self.kube, self.config, self.identity, self.clock, lost.set)
+            if self.elector is not None:
                 self.elector.start()
                 self.metrics.set_replica_role("follower")
                 log.info("waiting for leadership", lease=self.config.leader_election_id)

@@ -16,10 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily
 
 # ---------------------------------------------------------------------------------------------
 # Label values
@@ -652,42 +650,3 @@ def _remove_matching(metric: Counter | Gauge | Histogram, spec: MetricDef, match
                 children.add(tuple(sample.labels[label] for label in spec.labels))
     for values in children:
         metric.remove(*values)
-
-
-class ClientRequestsCollector:
-    """Requests sent by the agent's API clients, read from `KubeClient.request_counts` at scrape time.
-
-    `rest_client_requests_total{code,host,method}` is client-go's series (what controller-runtime
-    exports for Kueue); `kueue_worker_agent_api_requests_total{client,method,resource,code}` also
-    says what the requests were for (`workloads/status`, `events`, ...) and which client (`main`
-    shares the clientConnection QPS budget, `events` has its own) sent them.
-    """
-
-    def __init__(self, clients: dict[str, Any]) -> None:
-        self.clients = clients
-
-    def collect(self) -> Iterable[CounterMetricFamily]:
-        rest = CounterMetricFamily(
-            "rest_client_requests",
-            "Number of HTTP requests, partitioned by status code, method, and host.",
-            labels=("code", "host", "method"),
-        )
-        ours = CounterMetricFamily(
-            "kueue_worker_agent_api_requests",
-            "API requests sent by the worker_agent, by client, method, resource and status code.",
-            labels=("client", "method", "resource", "code"),
-        )
-        by_host: dict[tuple[str, str, str], int] = {}
-        seen: set[int] = set()
-        for name, client in self.clients.items():
-            if id(client) in seen:
-                continue
-            seen.add(id(client))
-            host = client.host.split("://", 1)[-1]
-            for (method, resource, code), count in sorted(client.request_counts.items()):
-                ours.add_metric((name, method, resource, code), count)
-                key = (code, host, method)
-                by_host[key] = by_host.get(key, 0) + count
-        for labels, count in sorted(by_host.items()):
-            rest.add_metric(labels, count)
-        return [rest, ours]

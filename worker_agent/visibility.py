@@ -20,10 +20,9 @@ describes; each request is authorized with a SubjectAccessReview.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ import structlog
 from aiohttp import web
 
 from kube_runtime import api
-from kube_runtime.client import KubeClientError
 from kube_runtime.clock import Clock
 from kube_runtime.delegated_auth import (
     AuthorizationError,
@@ -45,6 +43,7 @@ from kube_runtime.delegated_auth import (
     status,
     unauthorized_status,
 )
+from kube_runtime.tlsserver import RetryingTLSServer
 from worker_agent.engine.snapshot import WorkloadInfo
 
 log = structlog.get_logger("worker_agent.visibility")
@@ -313,8 +312,15 @@ def _json(request: web.Request, code: int, body: Obj) -> web.Response:
     return web.Response(status=code, body=data, content_type="application/json")
 
 
-class VisibilityServer:
+class VisibilityServer(RetryingTLSServer):
     """`await server.start()`; `server.port` is the bound port afterwards (useful with port 0)."""
+
+    what = "the visibility API"
+    task_prefix = "visibility"
+    check_failed = "visibility server check failed"
+    quiet_retries = True
+    retry_seconds = START_RETRY_SECONDS
+    log = log
 
     def __init__(
         self,
@@ -327,53 +333,25 @@ class VisibilityServer:
         clock: Clock | None = None,
         check_interval: float = CHECK_INTERVAL_SECONDS,
     ) -> None:
+        super().__init__(certificates, host=host, port=port, clock=clock, check_interval=check_interval)
         self.kube = kube
         self.queries = queries
-        self.certificates = certificates
-        self.host = host
-        self.port = port
-        self.clock = clock or Clock()
-        self.check_interval = check_interval
         self.authenticator = RequestHeaderAuthenticator(kube, self.clock)
         self.authorizer = SubjectAccessReviewer(kube)
-        self._ssl: ssl.SSLContext | None = None
         self._cert_loaded: bytes = b""
         self._trust_loaded: str = ""
-        self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self.requests_total = 0
-        self._failed_once = False
 
-    @property
-    def serving(self) -> bool:
-        return self._site is not None
-
-    async def start(self) -> None:
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        if not await self._try_serve():
-            self._spawn(self._retry_serve(), "visibility-serve")
-        self._spawn(self._maintain(), "visibility-certs")
+        return app
 
-    async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner, self._site = None, None
+    async def prepare(self) -> None:
+        await self.certificates.sync()
+        await self.authenticator.refresh()
 
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _context(self) -> ssl.SSLContext:
+    def context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         cert_file, key_file = Path(self.certificates.cert_file), Path(self.certificates.key_file)
@@ -381,6 +359,9 @@ class VisibilityServer:
         self._cert_loaded = cert_file.read_bytes()
         self._load_trust(context)
         return context
+
+    def serving_log(self) -> tuple[str, dict[str, Any]]:
+        return "serving the visibility API", {"group": GROUP}
 
     def _load_trust(self, context: ssl.SSLContext) -> None:
         """Ask for client certificates from the CAs of the authentication ConfigMap (a TLS trust store
@@ -391,61 +372,22 @@ class VisibilityServer:
             context.verify_mode = ssl.CERT_OPTIONAL
             self._trust_loaded = trust
 
-    async def _try_serve(self) -> bool:
-        assert self._runner is not None
-        try:
-            async with asyncio.timeout(30):
-                await self.certificates.sync()
-                await self.authenticator.refresh()
-            context = self._context()
-            site = web.TCPSite(self._runner, self.host or None, self.port, ssl_context=context)
-            await site.start()
-        except (OSError, KubeClientError, TimeoutError, ssl.SSLError) as exc:
-            report = log.error if not self._failed_once else log.debug
-            report(
-                "cannot serve the visibility API yet; retrying",
-                address=f"{self.host or '*'}:{self.port}",
-                error=str(exc) or type(exc).__name__,
-            )
-            self._failed_once = True
-            return False
-        sockets = getattr(site._server, "sockets", None) or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
-        self._ssl, self._site = context, site
-        log.info("serving the visibility API", address=f"{self.host or '*'}:{self.port}", group=GROUP)
-        with contextlib.suppress(KubeClientError, TimeoutError):
-            async with asyncio.timeout(30):
-                await self.certificates.inject_ca_bundle()
-        return True
-
-    async def _retry_serve(self) -> None:
-        while True:
-            await self.clock.sleep(START_RETRY_SECONDS)
-            if await self._try_serve():
-                return
-
-    async def _maintain(self) -> None:
+    async def maintain(self) -> None:
         """Reload a renewed serving certificate, follow the authentication ConfigMap, keep the
         APIServices' CA bundle injected."""
-        while True:
-            await self.clock.sleep(self.check_interval)
-            try:
-                async with asyncio.timeout(30):
-                    await self.certificates.sync()
-                    await self.authenticator.refresh()
-                    await self.certificates.inject_ca_bundle()
-                if self._ssl is None:
-                    continue
-                cert_file = Path(self.certificates.cert_file)
-                current = cert_file.read_bytes()  # noqa: ASYNC240 - a small local file
-                if current != self._cert_loaded:
-                    self._ssl.load_cert_chain(str(cert_file), str(self.certificates.key_file))
-                    self._cert_loaded = current
-                    log.info("reloaded the visibility serving certificate")
-                self._load_trust(self._ssl)
-            except Exception as exc:
-                log.warning("visibility server check failed", error=str(exc) or type(exc).__name__)
+        async with asyncio.timeout(30):
+            await self.certificates.sync()
+            await self.authenticator.refresh()
+            await self.certificates.inject_ca_bundle()
+        if self._ssl is None:
+            return
+        cert_file = Path(self.certificates.cert_file)
+        current = cert_file.read_bytes()  # noqa: ASYNC240 - a small local file
+        if current != self._cert_loaded:
+            self._ssl.load_cert_chain(str(cert_file), str(self.certificates.key_file))
+            self._cert_loaded = current
+            log.info("reloaded the visibility serving certificate")
+        self._load_trust(self._ssl)
 
     # -- requests ----------------------------------------------------------------------------
 

@@ -64,13 +64,6 @@ def set_multikueue_meta(obj: Obj, workload_name: str, origin: str) -> None:
         meta.setdefault("annotations", {})[api.ANNOTATION_PREBUILT_WORKLOAD_NAME] = workload_name
 
 
-def prebuilt_workload_name(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return (meta.get("annotations") or {}).get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or (
-        meta.get("labels") or {}
-    ).get(api.LABEL_PREBUILT_WORKLOAD_NAME, "")
-
-
 def owned_by(obj: Obj, origin: str) -> bool:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN) == origin
 

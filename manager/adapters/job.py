@@ -12,10 +12,10 @@ from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, compact
+from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     delete_if_owned,
     owned_by,
-    prebuilt_workload_name,
     remote_object,
     set_multikueue_meta,
 )

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.informer import Informer
+from kueue_domain.naming import group_workload_name
 from manager.adapters.base import delete_if_owned, owned_by, remote_object
-from worker_agent.integrations.leaderworkerset import group_workload_name
 
 if TYPE_CHECKING:
     from manager.remote import RemoteClient

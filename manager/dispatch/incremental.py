@@ -10,9 +10,9 @@ from kube_runtime import api
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Result
 from kube_runtime.informer import Informer
+from kueue_domain import workload as wlutil
 from manager.admissioncheck import AdmissionCheckController
 from manager.workload import WorkloadReconciler
-from worker_agent import workload as wlutil
 
 
 class NoMoreWorkers(Exception):

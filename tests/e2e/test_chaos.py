@@ -69,7 +69,7 @@ import localfleet
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, KubeClientError, NotFound
 from kube_runtime.informer import Informer
-from worker_agent import workload as wlutil
+from kueue_domain import workload as wlutil
 
 # The fleet's start is in the budget: about 1 min, 2 under load; the long form runs about 10 min.
 pytestmark = [

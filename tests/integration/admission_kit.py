@@ -16,8 +16,8 @@ from typing import Any
 from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.conditions import find_status_condition
+from kueue_domain.config import parse_config
 from worker_agent.agent import Agent
-from worker_agent.config import parse_config
 
 Obj = dict[str, Any]
 TEST_FIELD_MANAGER = "admission-test"
@@ -325,7 +325,7 @@ class Cluster:
     async def release_evicted(self, name: str) -> None:
         """The job integration's step after eviction: clear the reservation, set Requeued."""
         from kube_runtime.clock import Clock
-        from worker_agent import workload as wlstatus
+        from kueue_domain import workload as wlstatus
 
         current = await self.wl(name)
         assert current is not None

@@ -28,7 +28,7 @@ from admission_kit import (
 
 from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
-from worker_agent.integrations import framework
+from kueue_domain import naming
 
 pytestmark = pytest.mark.realcluster
 
@@ -177,7 +177,7 @@ async def test_job_gets_a_workload_and_starts_with_the_flavor_node_selector(clus
         job = await create_job(cluster, batch_job("sample-job", parallelism=2, completions=4))
         wl = await eventually(lambda: job_workload(cluster, job))
         meta = wl["metadata"]
-        assert meta["name"] == framework.workload_name("sample-job", job["metadata"]["uid"], "Job", "batch")
+        assert meta["name"] == naming.workload_name("sample-job", job["metadata"]["uid"], "Job", "batch")
         assert meta["name"].startswith("job-sample-job-") and len(meta["name"]) == len("job-sample-job-") + 5
         assert meta["finalizers"] == [api.FINALIZER_RESOURCE_IN_USE]
         assert meta["labels"] == {api.LABEL_JOB_UID: job["metadata"]["uid"]}

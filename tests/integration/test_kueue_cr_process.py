@@ -30,7 +30,7 @@ from admission_kit import (
 
 from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
-from worker_agent.operator_config import KUEUE, MANAGED_NAMESPACE_LABEL
+from kueue_domain.operator_config import KUEUE, MANAGED_NAMESPACE_LABEL
 
 pytestmark = pytest.mark.realcluster
 

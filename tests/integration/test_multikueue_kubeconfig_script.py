@@ -25,7 +25,7 @@ from admission_kit import unique, workload
 from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient, NotFound
 from kube_runtime.conditions import format_time
-from worker_agent.config import parse_config
+from kueue_domain.config import parse_config
 
 pytestmark = pytest.mark.realcluster
 

@@ -14,7 +14,7 @@ from multikueue_kit import check_state, condition, eventually, mk_job, multikueu
 
 from kube_runtime import api
 from kube_runtime.conditions import format_time
-from worker_agent import workload as wlutil
+from kueue_domain import workload as wlutil
 
 pytestmark = pytest.mark.realcluster
 

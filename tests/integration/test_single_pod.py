@@ -15,7 +15,7 @@ from admission_kit import (
 )
 
 from kube_runtime import api
-from worker_agent.integrations.framework import workload_name
+from kueue_domain.naming import workload_name
 
 pytestmark = pytest.mark.realcluster
 

@@ -19,7 +19,7 @@ import pytest
 from kube_runtime import api
 from kube_runtime.client import ApiError, KubeClient, NotFound
 from kube_runtime.informer import Informer
-from worker_agent.config import parse_config
+from kueue_domain.config import parse_config
 from worker_agent.webhooks.certs import CertManager
 from worker_agent.webhooks.common import Lookups
 from worker_agent.webhooks.server import WebhookServer

@@ -14,8 +14,8 @@ import pytest
 from kube_runtime import features
 from kube_runtime.client import KubeClient
 from kube_runtime.ratelimit import HIGH, LOW
+from kueue_domain.config import parse_config
 from worker_agent.admission import AdmissionState
-from worker_agent.config import parse_config
 from worker_agent.engine.scheduler import CycleResult, Preempt, Requeue
 
 UNREACHABLE = {

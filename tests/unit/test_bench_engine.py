@@ -463,7 +463,7 @@ def test_set_condition_keeps_transition_time_when_status_is_unchanged():
 
 
 def test_agent_config_is_accepted_by_the_agents_loader(tmp_path):
-    from worker_agent.config import load_config
+    from kueue_domain.config import load_config
 
     path = bench.write_agent_config(tmp_path / "c.yaml", 18080, 18081)
     config = load_config(path)

@@ -12,8 +12,8 @@ import pytest
 
 from kube_runtime import features
 from kube_runtime.features import GATES, FeatureGateError
+from kueue_domain.config import ConfigError, parse_config, with_feature_gate_flag
 from manager.config import parse_manager_config
-from worker_agent.config import ConfigError, parse_config, with_feature_gate_flag
 
 ROOT = Path(__file__).resolve().parents[2]
 

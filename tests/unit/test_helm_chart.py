@@ -23,8 +23,8 @@ from helm_kit import (
     require_helm,
 )
 
+from kueue_domain.config import parse_config
 from manager.config import parse_manager_config
-from worker_agent.config import parse_config
 
 EVERYTHING = (
     "manager.enabled=true",

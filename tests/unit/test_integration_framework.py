@@ -8,17 +8,18 @@ import hashlib
 import pytest
 
 from kube_runtime import api
+from kueue_domain import naming
 from worker_agent.integrations import framework
 
 
 def test_workload_name_is_kind_name_and_sha1_of_kind_group_name_uid():
-    name = framework.workload_name("sample-job", "uid-1", "Job", "batch")
+    name = naming.workload_name("sample-job", "uid-1", "Job", "batch")
     digest = hashlib.sha1(b"Job\nbatch\nsample-job\nuid-1").hexdigest()
     assert name == f"job-sample-job-{digest[:5]}"
 
 
 def test_workload_name_prefix_is_cut_to_247_characters():
-    name = framework.workload_name("x" * 300, "uid", "Job", "batch")
+    name = naming.workload_name("x" * 300, "uid", "Job", "batch")
     assert len(name) == 247 + 6
     assert name.startswith("job-xxx")
 

@@ -6,6 +6,7 @@ import hashlib
 import re
 
 from kube_runtime import api
+from kueue_domain import naming
 from worker_agent.integrations import framework
 from worker_agent.integrations import job as job_mod
 
@@ -84,7 +85,7 @@ FLAVORS = {"f": {"metadata": {"name": "f"}, "spec": {"nodeLabels": {"pool": "a"}
 
 
 def test_workload_name_format_and_hash():
-    name = framework.workload_name("sample-job", "uid-1", job_mod.JOB_KIND, job_mod.JOB_GROUP)
+    name = naming.workload_name("sample-job", "uid-1", job_mod.JOB_KIND, job_mod.JOB_GROUP)
     assert re.fullmatch(r"job-sample-job-[0-9a-f]{5}", name)
     assert name[-5:] == hashlib.sha1(b"Job\nbatch\nsample-job\nuid-1").hexdigest()[:5]
 

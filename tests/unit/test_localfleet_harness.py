@@ -164,7 +164,7 @@ def test_missing_go_is_refused_with_a_clear_message(monkeypatch):
 
 
 def test_manager_config_is_accepted_by_the_configuration_loader(tmp_path):
-    from worker_agent.config import load_config
+    from kueue_domain.config import load_config
 
     up = localfleet.FleetUp.__new__(localfleet.FleetUp)
     up.opts = localfleet.FleetOptions(run_dir=tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from kube_runtime import api
+from kueue_domain import naming
 from worker_agent.integrations import leaderworkerset as lws_mod
 from worker_agent.integrations import podgroup
 
@@ -37,8 +38,8 @@ def test_group_workload_name_hashes_owner_uid_or_origin_uid():
         digest = hashlib.sha1(f"LeaderWorkerSet\nleaderworkerset.x-k8s.io\nx-1\n{uid}".encode()).hexdigest()
         return f"leaderworkerset-x-1-{digest[:5]}"
 
-    assert lws_mod.group_workload_name(lws(), 1) == expected("uid-1")
-    assert lws_mod.group_workload_name(lws(origin_uid="manager-uid"), 1) == expected("manager-uid")
+    assert naming.group_workload_name(lws(), 1) == expected("uid-1")
+    assert naming.group_workload_name(lws(origin_uid="manager-uid"), 1) == expected("manager-uid")
 
 
 def test_group_podsets_with_and_without_leader():

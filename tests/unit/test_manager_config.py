@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kube_runtime import features
+from kueue_domain.config import ConfigError
 from manager.config import feature_enabled, parse_manager_config
-from worker_agent.config import ConfigError
 
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"

@@ -8,6 +8,7 @@ import pytest
 
 from kube_runtime import api
 from kube_runtime.informer import Informer
+from kueue_domain.naming import group_workload_name
 from manager.adapters.leaderworkerset import (
     ANNOTATION_SPEC_HASH,
     ANNOTATION_WORKER_CLUSTER,
@@ -16,7 +17,6 @@ from manager.adapters.leaderworkerset import (
     spec_hash,
 )
 from manager.groups import INDEX_GROUP, GroupConflict, Groups, group_index, group_key
-from worker_agent.integrations.leaderworkerset import group_workload_name
 
 UID = "6b9a3c4e-0000-4000-8000-000000000001"
 

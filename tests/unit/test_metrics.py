@@ -11,8 +11,9 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kueue_domain.metrics import ClientRequestsCollector
 from worker_agent import metrics as m
-from worker_agent.metrics import ClientRequestsCollector, Metrics
+from worker_agent.metrics import Metrics
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 # Exported by ClientRequestsCollector, not defined in worker_agent.metrics.METRICS.

@@ -28,9 +28,10 @@ from helm_kit import CACHE, versions
 from prometheus_client import CollectorRegistry
 
 from kube_runtime.clock import FakeClock
+from kueue_domain.metrics import ClientRequestsCollector
 from manager import manager as manager_module
 from manager.metrics import STAGES, ManagerMetrics
-from worker_agent.metrics import METRICS, ClientRequestsCollector, Metrics
+from worker_agent.metrics import METRICS, Metrics
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "deploy" / "monitoring"

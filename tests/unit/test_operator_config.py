@@ -14,11 +14,8 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from manager.__main__ import build_parser as manager_parser
-from manager.config import MANAGER_LEADER_ELECTION_ID, parse_manager_config
-from worker_agent.__main__ import build_parser as agent_parser
-from worker_agent.config import KNOWN_FRAMEWORKS, ConfigError, parse_config
-from worker_agent.operator_config import (
+from kueue_domain.config import KNOWN_FRAMEWORKS, ConfigError, parse_config
+from kueue_domain.operator_config import (
     FRAMEWORKS,
     FileSource,
     OperatorConfig,
@@ -26,6 +23,9 @@ from worker_agent.operator_config import (
     compose,
     map_kueue,
 )
+from manager.__main__ import build_parser as manager_parser
+from manager.config import MANAGER_LEADER_ELECTION_ID, parse_manager_config
+from worker_agent.__main__ import build_parser as agent_parser
 
 # The manual's example, with every section set.
 MANUAL_EXAMPLE = """
@@ -524,7 +524,7 @@ def test_reexec_replaces_the_process_with_the_same_command_line(tmp_path: Path):
             f"""
             import os, sys
             from pathlib import Path
-            from worker_agent.operator_config import reexec
+            from kube_runtime.process import reexec
             print("run", os.getpid(), sys.argv[1:], end=" | ")
             if not Path({str(marker)!r}).exists():
                 Path({str(marker)!r}).touch()

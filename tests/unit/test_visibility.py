@@ -300,8 +300,8 @@ async def server():
     from multidict import MultiDict
 
     from kube_runtime.client import KubeClient
+    from kueue_domain.config import parse_config
     from worker_agent.admission import AdmissionState
-    from worker_agent.config import parse_config
 
     kube = await KubeClient.from_kubeconfig_dict(UNREACHABLE, request_timeout=2, connect_timeout=1)
     state = AdmissionState(kube, parse_config({}))

@@ -14,8 +14,9 @@ import aiohttp
 import pytest
 
 from kube_runtime import api
-from worker_agent.config import parse_config
-from worker_agent.webhooks import certs, fields, job, leaderworkerset, pod
+from kueue_domain import fields
+from kueue_domain.config import parse_config
+from worker_agent.webhooks import certs, job, leaderworkerset, pod
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, allowed, apply_json_patch, denied, go_json, json_patch
 from worker_agent.webhooks.server import HOOKS, WebhookServer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from worker_agent.config import ConfigError, load_config, parse_config, parse_duration
+from kueue_domain.config import ConfigError, load_config, parse_config, parse_duration
 
 FULL_V1BETA1 = """
 apiVersion: config.kueue.x-k8s.io/v1beta1

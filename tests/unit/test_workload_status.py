@@ -1,4 +1,4 @@
-"""Workload status transitions (worker_agent.workload): the exact conditions Kueue writes."""
+"""Workload status transitions (kueue_domain.workload): the exact conditions Kueue writes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import copy
 import datetime as dt
 
 from kube_runtime import api, features
-from worker_agent import workload as w
+from kueue_domain import workload as w
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(seconds=90)

@@ -17,10 +17,10 @@ from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, set_status_condition
 from kube_runtime.controller import Result
-from worker_agent import workload as wlstatus
+from kueue_domain import workload as wlstatus
+from kueue_domain.resources import format_amount
 from worker_agent.admission import INDEX_CLUSTER_QUEUE, INDEX_PRIORITY_CLASS, AdmissionState
 from worker_agent.engine import dominant_resource_share
-from worker_agent.engine.resources import format_amount
 
 log = structlog.get_logger("worker_agent.queues")
 

@@ -2,7 +2,7 @@
 scheduler's own decision.
 
 One reconcile per Workload key, level-triggered: it reads the cached object, computes the next
-status with `worker_agent.workload`, and writes it with one strict server-side apply (a conflict
+status with `kueue_domain.workload`, and writes it with one strict server-side apply (a conflict
 simply retries). Deadlines (PodsReady timeout, requeue backoff, maximum execution time) come back
 as `Result(requeue_after=...)`.
 """
@@ -21,7 +21,7 @@ from kube_runtime.clock import Clock
 from kube_runtime.conditions import parse_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
-from worker_agent import workload as wlstatus
+from kueue_domain import workload as wlstatus
 from worker_agent.admission import AdmissionState
 
 log = structlog.get_logger("worker_agent.workload")

@@ -16,12 +16,9 @@ from .preemption import Preemptor, Target, policy_allows
 from .requests import (
     LimitRangeDefaults,
     PodSetRequests,
-    RequestConfig,
-    Transformation,
     pod_requests,
     podset_requests,
 )
-from .resources import format_amount, parse_quantity, quantity_amount
 from .scheduler import Admit, CycleResult, Preempt, Requeue, Scheduler, SchedulerConfig, run_until_idle
 from .snapshot import (
     Admission,
@@ -55,7 +52,6 @@ __all__ = [
     "PreemptionMode",
     "Preemptor",
     "QueueManager",
-    "RequestConfig",
     "Requeue",
     "RequeueBatcher",
     "ResourceFlavor",
@@ -64,19 +60,15 @@ __all__ = [
     "Share",
     "Snapshot",
     "Target",
-    "Transformation",
     "WorkloadInfo",
     "assign_flavors",
     "available",
     "borrowing_level",
     "dominant_resource_share",
-    "format_amount",
-    "parse_quantity",
     "pod_requests",
     "podset_requests",
     "policy_allows",
     "potential_available",
-    "quantity_amount",
     "queue_order_key",
     "requeue_scope",
     "run_until_idle",

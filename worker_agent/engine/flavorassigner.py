@@ -13,10 +13,10 @@ from enum import IntEnum
 from typing import Any
 
 from kube_runtime import api
+from kueue_domain import resources as res
+from kueue_domain.resources import FlavorResource
 
-from . import resources as res
 from .requests import PodSetRequests
-from .resources import FlavorResource
 from .snapshot import (
     Admission,
     ClusterQueue,

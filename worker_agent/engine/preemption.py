@@ -11,10 +11,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kube_runtime import api
+from kueue_domain.resources import FlavorResource
 
 from .fairsharing import Share, dominant_resource_share
 from .flavorassigner import Assignment, PreemptionMode
-from .resources import FlavorResource
 from .snapshot import (
     ClusterQueue,
     Cohort,

@@ -14,47 +14,10 @@ from fractions import Fraction
 from typing import Any
 
 from kube_runtime import api
-
-from . import resources as res
+from kueue_domain import resources as res
+from kueue_domain.resources import RequestConfig
 
 QuantityMap = dict[str, Fraction]
-
-
-@dataclass(frozen=True)
-class Transformation:
-    """One `resources.transformations[]` entry of the Configuration."""
-
-    input: str
-    outputs: Mapping[str, Fraction]
-    strategy: str = api.RESOURCE_TRANSFORMATION_RETAIN
-    multiply_by: str | None = None
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> Transformation:
-        return cls(
-            input=obj["input"],
-            outputs={k: res.parse_quantity(v) for k, v in (obj.get("outputs") or {}).items()},
-            strategy=obj.get("strategy") or api.RESOURCE_TRANSFORMATION_RETAIN,
-            multiply_by=obj.get("multiplyBy") or None,
-        )
-
-
-@dataclass(frozen=True)
-class RequestConfig:
-    """The parts of the Configuration that change request computation."""
-
-    exclude_resource_prefixes: tuple[str, ...] = ()
-    transformations: tuple[Transformation, ...] = ()
-    quota_check_strategy: str = api.QUOTA_CHECK_BLOCK_UNDECLARED
-
-    @classmethod
-    def from_dict(cls, resources_config: Mapping[str, Any] | None) -> RequestConfig:
-        cfg = resources_config or {}
-        return cls(
-            exclude_resource_prefixes=tuple(cfg.get("excludeResourcePrefixes") or ()),
-            transformations=tuple(Transformation.from_dict(t) for t in cfg.get("transformations") or ()),
-            quota_check_strategy=cfg.get("quotaCheckStrategy") or api.QUOTA_CHECK_BLOCK_UNDECLARED,
-        )
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_runtime import api
+from kueue_domain.resources import FlavorResource
 
 from . import gang as gangs
 from .fairsharing import dominant_resource_share
 from .flavorassigner import Assignment, Mode, assign_flavors
 from .ordering import QueueManager
 from .preemption import Preemptor, Target
-from .resources import FlavorResource
 from .snapshot import Admission, ClusterQueue, Cohort, QuotaNode, Snapshot, WorkloadInfo, available
 
 # ------------------------------------------------------------------------------------------------

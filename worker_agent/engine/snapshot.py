@@ -16,16 +16,15 @@ from functools import cached_property
 from typing import Any
 
 from kube_runtime import api
+from kueue_domain import resources as res
+from kueue_domain.resources import FlavorResource, RequestConfig
 
-from . import resources as res
 from .requests import (
     LimitRangeDefaults,
     PodSetRequests,
-    RequestConfig,
     admitted_podset_requests,
     podset_requests,
 )
-from .resources import FlavorResource
 
 # ------------------------------------------------------------------------------------------------
 # ResourceFlavor

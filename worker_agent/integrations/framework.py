@@ -1,29 +1,17 @@
-"""What every job integration shares: Workload names, Workload bodies, priority resolution, and
+"""What every job integration shares: Workload bodies, priority resolution, and
 the pod-set information injected at start and removed at stop. Pure functions.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kube_runtime import api
-from worker_agent.engine.resources import QuantityError, parse_quantity
+from kueue_domain.resources import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
-
-MAX_PREFIX_LENGTH = 247
-HASH_LENGTH = 5
-
-
-def workload_name(owner_name: str, owner_uid: str, kind: str, group: str, extra: str = "") -> str:
-    """`<lower(kind)>-<ownerName>` (cut to 247 chars) + `-` + 5 hex of SHA-1(kind, group, name, uid)."""
-    prefix = f"{kind.lower()}-{owner_name}"[:MAX_PREFIX_LENGTH]
-    digest = hashlib.sha1(usedforsecurity=False)
-    digest.update("\n".join([kind, group, owner_name, owner_uid] + ([extra] if extra else [])).encode())
-    return f"{prefix}-{digest.hexdigest()[:HASH_LENGTH]}"
 
 
 def owner_reference(owner: Obj, controller: bool = True) -> Obj:

@@ -28,7 +28,8 @@ from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, Invalid, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
-from worker_agent import workload as wlstatus
+from kueue_domain import naming
+from kueue_domain import workload as wlstatus
 from worker_agent.engine.scheduler import selector_matches
 from worker_agent.integrations import framework
 
@@ -332,9 +333,7 @@ def main_podset(wl: Obj | None) -> Obj | None:
 
 def prebuilt_workload_name(job: Obj) -> str | None:
     """Annotation first, then the label (WorkloadIdentifierAnnotations on)."""
-    return _annotations(job).get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or _labels(job).get(
-        api.LABEL_PREBUILT_WORKLOAD_NAME
-    )
+    return naming.prebuilt_workload_name(job) or None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -726,7 +725,7 @@ class JobIntegration:
         if error:
             return None, error
         meta = job["metadata"]
-        name = framework.workload_name(meta["name"], meta["uid"], JOB_KIND, JOB_GROUP)
+        name = naming.workload_name(meta["name"], meta["uid"], JOB_KIND, JOB_GROUP)
         return framework.new_workload(
             {**job, "apiVersion": api.JOB.api_version, "kind": JOB_KIND},
             name,

@@ -20,14 +20,13 @@ from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
-from worker_agent import workload as wlstatus
+from kueue_domain import workload as wlstatus
+from kueue_domain.naming import LWS_KIND, group_workload_name
 from worker_agent.integrations import framework
 
 log = structlog.get_logger("worker_agent.leaderworkerset")
 
 Obj = dict[str, Any]
-LWS_KIND = "LeaderWorkerSet"
-LWS_GROUP = "leaderworkerset.x-k8s.io"
 INDEX_LWS_OWNER = "lwsOwner"  # workloads by "<namespace>/<lws name>" (job-owner annotations)
 INDEX_LWS_PODS = "lwsPods"  # pods by "<namespace>/<lws name>"
 
@@ -48,14 +47,6 @@ def _workload_owner_index(wl: Obj) -> tuple[str, ...]:
 def _pod_owner_index(pod: Obj) -> tuple[str, ...]:
     name = ((pod.get("metadata") or {}).get("labels") or {}).get(api.LWS_LABEL_NAME)
     return (f"{pod['metadata'].get('namespace', '')}/{name}",) if name else ()
-
-
-def group_workload_name(lws: Obj, index: int) -> str:
-    meta = lws["metadata"]
-    uid = meta["uid"]
-    if (meta.get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN):
-        uid = (meta.get("annotations") or {}).get(api.ANNOTATION_MULTIKUEUE_ORIGIN_UID) or uid
-    return framework.workload_name(f"{meta['name']}-{index}", uid, LWS_KIND, LWS_GROUP)
 
 
 def _clean_template(template: Obj | None) -> Obj:

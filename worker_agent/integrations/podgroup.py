@@ -20,7 +20,8 @@ from kube_runtime.apply import set_finalizer
 from kube_runtime.client import ApiError, Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
-from worker_agent import workload as wlstatus
+from kueue_domain import naming
+from kueue_domain import workload as wlstatus
 from worker_agent.integrations import framework
 
 log = structlog.get_logger("worker_agent.podgroup")
@@ -152,7 +153,7 @@ class PodGroupIntegration:
         single = group.startswith(SINGLE_POD_PREFIX)
         if single:
             pod_meta = pods[0]["metadata"]
-            default_name = framework.workload_name(pod_meta["name"], pod_meta["uid"], "Pod", "")
+            default_name = naming.workload_name(pod_meta["name"], pod_meta["uid"], "Pod", "")
         else:
             default_name = group
         workload_name = annotations.get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or default_name

@@ -43,7 +43,7 @@ from kube_runtime.certs import (  # noqa: F401 - re-exported: the webhook certif
 )
 from kube_runtime.client import ApiError, Conflict, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
-from worker_agent.config import Configuration
+from kueue_domain.config import Configuration
 from worker_agent.visibility import APISERVICE_NAMES
 from worker_agent.visibility import SERVICE_NAME as VISIBILITY_SERVICE_NAME
 

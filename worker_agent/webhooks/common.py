@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kube_runtime import api, features
-from worker_agent.config import Configuration
+from kueue_domain import fields
+from kueue_domain.config import Configuration
+from kueue_domain.fields import ANNOTATIONS, LABELS, FieldError
+from kueue_domain.naming import prebuilt_workload_name
 from worker_agent.engine.scheduler import selector_matches
-from worker_agent.webhooks import fields
-from worker_agent.webhooks.fields import ANNOTATIONS, LABELS, FieldError
 
 Obj = dict[str, Any]
 
@@ -221,13 +222,6 @@ def should_suspend(obj: Obj, config: Configuration, facts: Facts) -> bool:
 
 def validate_queue_name(obj: Obj) -> list[FieldError]:
     return fields.validate_as_crd_name(labels_of(obj), api.LABEL_QUEUE_NAME, LABELS)
-
-
-def prebuilt_workload_name(obj: Obj) -> str:
-    """Annotation first (WorkloadIdentifierAnnotations), the label as a fallback."""
-    return annotations_of(obj).get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or labels_of(obj).get(
-        api.LABEL_PREBUILT_WORKLOAD_NAME, ""
-    )
 
 
 def validate_prebuilt_on_create(obj: Obj, gvk: str, supported: bool) -> list[FieldError]:

@@ -12,10 +12,11 @@ import copy
 from typing import Any
 
 from kube_runtime import api, features
-from worker_agent.config import Configuration
-from worker_agent.webhooks import common, fields
+from kueue_domain import fields
+from kueue_domain.config import Configuration
+from kueue_domain.fields import ANNOTATIONS, FieldError, Path
+from worker_agent.webhooks import common
 from worker_agent.webhooks.common import Facts, Lookups
-from worker_agent.webhooks.fields import ANNOTATIONS, FieldError, Path
 
 Obj = dict[str, Any]
 GVK = api.JOB.gvk

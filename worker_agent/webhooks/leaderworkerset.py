@@ -13,10 +13,11 @@ import copy
 from typing import Any
 
 from kube_runtime import api, features
-from worker_agent.config import Configuration
-from worker_agent.webhooks import common, fields, pod
+from kueue_domain import fields
+from kueue_domain.config import Configuration
+from kueue_domain.fields import ANNOTATIONS, FieldError, Path
+from worker_agent.webhooks import common, pod
 from worker_agent.webhooks.common import QUEUE_NAME_PATH, Facts, Lookups
-from worker_agent.webhooks.fields import ANNOTATIONS, FieldError, Path
 
 Obj = dict[str, Any]
 GVK = api.LEADER_WORKER_SET.gvk

@@ -19,10 +19,12 @@ import hashlib
 from typing import Any
 
 from kube_runtime import api
-from worker_agent.config import Configuration
-from worker_agent.webhooks import common, fields
+from kueue_domain import fields
+from kueue_domain.config import Configuration
+from kueue_domain.fields import ANNOTATIONS, LABELS, FieldError
+from kueue_domain.naming import prebuilt_workload_name
+from worker_agent.webhooks import common
 from worker_agent.webhooks.common import Facts, Lookups
-from worker_agent.webhooks.fields import ANNOTATIONS, LABELS, FieldError
 from worker_agent.webhooks.review import go_json
 
 Obj = dict[str, Any]
@@ -171,7 +173,7 @@ def _validate_group_metadata(pod: Obj) -> list[FieldError]:
 
 
 def _validate_prebuilt_matches_group(pod: Obj) -> list[FieldError]:
-    prebuilt, name = common.prebuilt_workload_name(pod), group_name(pod)
+    prebuilt, name = prebuilt_workload_name(pod), group_name(pod)
     if prebuilt and name and prebuilt != name:
         path = LABELS.key(api.LABEL_PREBUILT_WORKLOAD_NAME)
         return [fields.invalid(path, str(path), api.MSG_PREBUILT_NOT_GROUP)]

@@ -13,10 +13,8 @@ no-op webhooks do, so a configuration registering all of them is harmless.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import ssl
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,9 +25,11 @@ from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer
-from worker_agent.config import Configuration
+from kube_runtime.tlsserver import RetryingTLSServer
+from kueue_domain import fields
+from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
-from worker_agent.webhooks import common, convert, fields, job, leaderworkerset, pod
+from worker_agent.webhooks import common, convert, job, leaderworkerset, pod
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
@@ -83,8 +83,14 @@ HOOKS: dict[str, Hook] = {
 }
 
 
-class WebhookServer:
+class WebhookServer(RetryingTLSServer):
     """`await server.start()`; `server.port` is the bound port afterwards (useful with port 0)."""
+
+    what = "the admission webhooks"
+    task_prefix = "webhook"
+    check_failed = "webhook certificate check failed"
+    retry_seconds = START_RETRY_SECONDS
+    log = log
 
     def __init__(
         self,
@@ -101,17 +107,19 @@ class WebhookServer:
         health_servers: list[Any] | None = None,
         check_interval: float = CHECK_INTERVAL_SECONDS,
     ) -> None:
+        super().__init__(
+            certificates,
+            host=config.webhook_host if host is None else host,
+            port=config.webhook_port if port is None else port,
+            clock=clock,
+            check_interval=check_interval,
+        )
         self.kube = kube
         self.config = config
         self.lookups = lookups
-        self.certificates = certificates
-        self.host = config.webhook_host if host is None else host
-        self.port = config.webhook_port if port is None else port
-        self.clock = clock or Clock()
         self.namespace_labels = namespace_labels if namespace_labels is not None else {}
         self.owner_informers = dict(owner_informers or {})
         self.health_servers = health_servers if health_servers is not None else []
-        self.check_interval = check_interval
         self.enabled = set(enabled_frameworks(config.frameworks))
         self.owner_resources = {
             (r.group, r.kind): r
@@ -119,96 +127,35 @@ class WebhookServer:
             if f in self.enabled
             for r in resources
         }
-        self._ssl: ssl.SSLContext | None = None
-        self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self.requests_total = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
-
-    @property
-    def serving(self) -> bool:
-        return self._site is not None
 
     async def start(self) -> None:
         """Get certificates and listen; if either fails, keep retrying in the background (the
         `webhook-server` readiness check fails until then)."""
         for server in self.health_servers:
             server.add_readiness_check("webhook-server", lambda: self.serving)
+        await super().start()
+
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         for path in HOOKS:
             app.router.add_post(path, self._handle)
         app.router.add_post(api.WEBHOOK_PATH_CONVERT, self._convert)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        if not await self._try_serve():
-            self._spawn(self._retry_serve(), "webhook-serve")
-        self._spawn(self._maintain_certificates(), "webhook-certs")
+        return app
 
-    async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner, self._site = None, None
+    def serving_log(self) -> tuple[str, dict[str, Any]]:
+        return "serving admission webhooks", {"paths": sorted(HOOKS)}
 
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _try_serve(self) -> bool:
-        assert self._runner is not None
-        try:
-            async with asyncio.timeout(30):
-                await self.certificates.sync()
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            context.load_cert_chain(str(self.certificates.cert_file), str(self.certificates.key_file))
-            site = web.TCPSite(self._runner, self.host or None, self.port, ssl_context=context)
-            await site.start()
-        except (OSError, KubeClientError, TimeoutError, ssl.SSLError) as exc:
-            log.error(
-                "cannot serve the admission webhooks yet; retrying",
-                address=f"{self.host or '*'}:{self.port}",
-                error=str(exc) or type(exc).__name__,
-            )
-            return False
-        sockets = getattr(site._server, "sockets", None) or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
-        self._ssl, self._site = context, site
-        log.info("serving admission webhooks", address=f"{self.host or '*'}:{self.port}", paths=sorted(HOOKS))
-        with contextlib.suppress(KubeClientError, TimeoutError):  # logged inside; retried every check
-            async with asyncio.timeout(30):
-                await self.certificates.inject_ca_bundle()
-        return True
-
-    async def _retry_serve(self) -> None:
-        while True:
-            await self.clock.sleep(START_RETRY_SECONDS)
-            if await self._try_serve():
-                return
-
-    async def _maintain_certificates(self) -> None:
+    async def maintain(self) -> None:
         """Renew and reload certificates and keep the CA bundle injected (cheap: three GETs)."""
-        while True:
-            await self.clock.sleep(self.check_interval)
-            try:
-                async with asyncio.timeout(30):
-                    changed = await self.certificates.sync()
-                    if changed and self._ssl is not None:
-                        self._ssl.load_cert_chain(
-                            str(self.certificates.cert_file), str(self.certificates.key_file)
-                        )
-                        log.info("reloaded the webhook serving certificate")
-                    await self.certificates.inject_ca_bundle()
-            except Exception as exc:
-                log.warning("webhook certificate check failed", error=str(exc) or type(exc).__name__)
+        async with asyncio.timeout(30):
+            changed = await self.certificates.sync()
+            if changed and self._ssl is not None:
+                self._ssl.load_cert_chain(str(self.certificates.cert_file), str(self.certificates.key_file))
+                log.info("reloaded the webhook serving certificate")
+            await self.certificates.inject_ca_bundle()
 
     # -- requests ----------------------------------------------------------------------------
 

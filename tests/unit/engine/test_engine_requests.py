@@ -1,8 +1,8 @@
 from fractions import Fraction
 
+from kueue_domain.resources import RequestConfig
 from worker_agent.engine.requests import (
     LimitRangeDefaults,
-    RequestConfig,
     pod_requests,
     podset_requests,
 )

@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from worker_agent.engine import resources as res
+from kueue_domain import resources as res
 
 
 @pytest.mark.parametrize(

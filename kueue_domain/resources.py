@@ -1,4 +1,5 @@
-"""Kubernetes quantities as exact integers, and ResourceList arithmetic.
+"""Kubernetes quantities as exact integers, ResourceList arithmetic, and the Configuration's
+`resources` section (`RequestConfig`) that the worker's request computation applies.
 
 The engine counts cpu in millicores and every other resource in integer base units (bytes, pods,
 devices), rounding up like Go's `Quantity.MilliValue()` / `Value()`. Formatting back follows
@@ -13,7 +14,11 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
+
+from kube_runtime import api
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -184,3 +189,44 @@ def total(lists: Iterable[Mapping[str, int]]) -> ResourceList:
     for rl in lists:
         add_into(out, rl)
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The Configuration's `resources` section
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """One `resources.transformations[]` entry of the Configuration."""
+
+    input: str
+    outputs: Mapping[str, Fraction]
+    strategy: str = api.RESOURCE_TRANSFORMATION_RETAIN
+    multiply_by: str | None = None
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> Transformation:
+        return cls(
+            input=obj["input"],
+            outputs={k: parse_quantity(v) for k, v in (obj.get("outputs") or {}).items()},
+            strategy=obj.get("strategy") or api.RESOURCE_TRANSFORMATION_RETAIN,
+            multiply_by=obj.get("multiplyBy") or None,
+        )
+
+
+@dataclass(frozen=True)
+class RequestConfig:
+    """The parts of the Configuration that change request computation."""
+
+    exclude_resource_prefixes: tuple[str, ...] = ()
+    transformations: tuple[Transformation, ...] = ()
+    quota_check_strategy: str = api.QUOTA_CHECK_BLOCK_UNDECLARED
+
+    @classmethod
+    def from_dict(cls, resources_config: Mapping[str, Any] | None) -> RequestConfig:
+        cfg = resources_config or {}
+        return cls(
+            exclude_resource_prefixes=tuple(cfg.get("excludeResourcePrefixes") or ()),
+            transformations=tuple(Transformation.from_dict(t) for t in cfg.get("transformations") or ()),
+            quota_check_strategy=cfg.get("quotaCheckStrategy") or api.QUOTA_CHECK_BLOCK_UNDECLARED,
+        )

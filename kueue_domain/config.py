@@ -1,7 +1,7 @@
-"""The worker_agent's configuration file: Kueue's `config.kueue.x-k8s.io/v1beta1` Configuration.
+"""The configuration file of both processes: Kueue's `config.kueue.x-k8s.io/v1beta1` Configuration.
 
 A user's existing Kueue v1beta1 config file is accepted as-is. Every field is checked at start:
-an unknown field or a bad value stops the agent with a message that names the field (and
+an unknown field or a bad value stops the process with a message that names the field (and
 suggests the intended name for a typo), instead of being silently ignored.
 """
 
@@ -19,7 +19,7 @@ import yaml
 
 from kube_runtime import api, features
 from kube_runtime.features import DEFAULT_GATES, FeatureGateError, FeatureGates
-from worker_agent.engine.requests import RequestConfig
+from kueue_domain.resources import RequestConfig
 
 API_VERSION = "config.kueue.x-k8s.io/v1beta1"
 KIND = "Configuration"

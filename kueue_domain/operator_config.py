@@ -29,10 +29,7 @@ import contextlib
 import copy
 import dataclasses
 import difflib
-import logging
-import os
 import re
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +40,7 @@ import yaml
 from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.informer import Informer
-from worker_agent.config import (
+from kueue_domain.config import (
     ANY,
     KNOWN_FRAMEWORKS,
     ConfigError,
@@ -487,36 +484,7 @@ class ClusterSource:
 
 
 # ------------------------------------------------------------------------------------------
-# The process side: flags, loading, watching, restarting
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--kueue-cr",
-        metavar="PATH",
-        help=f"a {API_VERSION} {KIND} object (Red Hat build of Kueue) instead of a Configuration; "
-        "--config, if given too, supplies the fields it does not map; docs/operator-config.md",
-    )
-    group.add_argument(
-        "--kueue-cr-from-cluster",
-        action="store_true",
-        help=f"read the cluster-scoped {KIND} object {NAME!r} ({API_VERSION}) from the cluster and watch it",
-    )
-    parser.add_argument(
-        "--kueue-cr-poll-interval",
-        type=_seconds,
-        default=DEFAULT_POLL_INTERVAL,
-        metavar="SECONDS",
-        help=f"how often --kueue-cr's file is checked for changes (default {DEFAULT_POLL_INTERVAL:g})",
-    )
+# The process side: loading, watching, restarting (the flags: kueue_domain/bootstrap.py)
 
 
 class OperatorConfig:
@@ -636,13 +604,3 @@ async def _cancel(*tasks: asyncio.Future[Any]) -> None:
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-def reexec(module: str, argv: list[str] | None) -> None:
-    """Replace this process by a fresh run of the same command line (same PID, same arguments)."""
-    args = list(sys.orig_argv) if argv is None else [sys.executable, "-m", module, *argv]
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, args)

@@ -109,6 +109,7 @@ LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 JOB = Resource("batch", "v1", "jobs", "Job", True)
 STATEFUL_SET = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True)
+JOB_SET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
 RUNTIME_CLASS = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False)
 PRIORITY_CLASS = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 CLUSTER_PROFILE = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile", True)
@@ -247,6 +248,13 @@ FRAMEWORK_DEPLOYMENT = "deployment"
 FRAMEWORK_STATEFULSET = "statefulset"
 FRAMEWORK_LEADER_WORKER_SET = "leaderworkerset.x-k8s.io/leaderworkerset"
 POD_SUSPENDING_PARENT_LEADER_WORKER_SET = FRAMEWORK_LEADER_WORKER_SET
+FRAMEWORK_JOB_SET = "jobset.x-k8s.io/jobset"
+
+# JobSet (sigs.k8s.io/jobset api/jobset/v1alpha2): its controller's managedBy value, condition types.
+JOB_SET_MANAGED_BY_DEFAULT = "jobset.sigs.k8s.io/jobset-controller"
+JOB_SET_CONDITION_COMPLETED = "Completed"
+JOB_SET_CONDITION_FAILED = "Failed"
+JOB_SET_LABEL_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 # v1beta1 Workload spec.priorityClassSource values.
 PRIORITY_CLASS_SOURCE_WORKLOAD = "kueue.x-k8s.io/workloadpriorityclass"
@@ -1196,6 +1204,8 @@ WEBHOOK_PATH_MUTATE_POD = "/mutate--v1-pod"
 WEBHOOK_PATH_VALIDATE_POD = "/validate--v1-pod"
 WEBHOOK_PATH_MUTATE_LEADER_WORKER_SET = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 WEBHOOK_PATH_VALIDATE_LEADER_WORKER_SET = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+WEBHOOK_PATH_MUTATE_JOB_SET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
+WEBHOOK_PATH_VALIDATE_JOB_SET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
 # Webhook names inside the configurations.
 WEBHOOK_NAME_MUTATE_JOB = "mjob.kb.io"
 WEBHOOK_NAME_VALIDATE_JOB = "vjob.kb.io"
@@ -1203,6 +1213,8 @@ WEBHOOK_NAME_MUTATE_POD = "mpod.kb.io"
 WEBHOOK_NAME_VALIDATE_POD = "vpod.kb.io"
 WEBHOOK_NAME_MUTATE_LEADER_WORKER_SET = "mleaderworkerset.kb.io"
 WEBHOOK_NAME_VALIDATE_LEADER_WORKER_SET = "vleaderworkerset.kb.io"
+WEBHOOK_NAME_MUTATE_JOB_SET = "mjobset.kb.io"
+WEBHOOK_NAME_VALIDATE_JOB_SET = "vjobset.kb.io"
 
 # Secret keys of the self-managed webhook certificates (as open-policy-agent/cert-controller).
 SECRET_KEY_CA_CERT = "ca.crt"

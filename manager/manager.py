@@ -29,6 +29,7 @@ from kueue_domain.config import Configuration
 from kueue_domain.metrics import ClientRequestsCollector
 from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
+from manager.adapters.jobset import JobSetAdapter
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
@@ -126,6 +127,11 @@ class Manager:
         self.leaderworkersets = (
             Informer(kube, api.LEADER_WORKER_SET, clock=self.clock, transform=cached) if lws_enabled else None
         )
+        self.jobsets = (
+            Informer(kube, api.JOB_SET, clock=self.clock, transform=cached)
+            if api.FRAMEWORK_JOB_SET in config.frameworks
+            else None
+        )
         profile_feature = feature_enabled(config, features.MULTIKUEUE_CLUSTER_PROFILE)
         self.profiles = (
             Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock, transform=cached)
@@ -143,6 +149,7 @@ class Manager:
                 self.jobs,
                 self.profiles,
                 self.leaderworkersets,
+                self.jobsets,
             )
             if i is not None
         ]
@@ -152,6 +159,8 @@ class Manager:
         self.adapters: dict[str, Adapter] = {api.JOB.gvk: job_adapter}
         if self.leaderworkersets is not None:
             self.adapters[api.LEADER_WORKER_SET.gvk] = LeaderWorkerSetAdapter(kube, self.leaderworkersets)
+        if self.jobsets is not None:
+            self.adapters[api.JOB_SET.gvk] = JobSetAdapter(kube, self.jobsets)
         self.remotes = Remotes()
         self.registry.register(
             ClientRequestsCollector(CountedClients({"main": kube, "events": events_kube}, self.remotes))

@@ -68,6 +68,9 @@ def finished_state(resource: api.Resource, obj: Obj) -> bool:
         return any(
             c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions or ()
         )
+    if resource == api.JOB_SET:
+        finals = (api.JOB_SET_CONDITION_COMPLETED, api.JOB_SET_CONDITION_FAILED)
+        return any(c.get("type") in finals and c.get("status") == "True" for c in conditions or ())
     return False
 
 

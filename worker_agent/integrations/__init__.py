@@ -17,6 +17,7 @@ INTEGRATIONS = {
     "leaderworkerset.x-k8s.io/leaderworkerset": (
         "worker_agent.integrations.leaderworkerset:LeaderWorkerSetIntegration"
     ),
+    "jobset.x-k8s.io/jobset": "worker_agent.integrations.jobset:JobSetIntegration",
 }
 # LeaderWorkerSet runs its groups as pod groups, so it implicitly enables the pod integration.
 IMPLIED = {"leaderworkerset.x-k8s.io/leaderworkerset": ("pod",)}

@@ -478,6 +478,12 @@ class JobIntegration:
             ]
         return found
 
+    def _parent_managed(self, job: Obj) -> bool | None:
+        """Whether an enabled integration manages the Job's parent (`manages_child`); None: not known yet."""
+        integrations = getattr(self.agent, "integrations", ())
+        verdicts = [i.manages_child(job) for i in integrations if hasattr(i, "manages_child")]
+        return True if True in verdicts else None if None in verdicts else False
+
     def _held_back(self, job: Obj, wl: Obj) -> bool:
         """A Job of a MultiKueue ClusterQueue (or Workload) that the Job controller would run here
         is never started. A Job managed by MultiKueue is unsuspended, as upstream does: the Job
@@ -514,6 +520,11 @@ class JobIntegration:
         owner = managed_by(job)
         if owner not in (api.JOB_MANAGED_BY_DEFAULT, api.MULTIKUEUE_CONTROLLER_NAME):
             return None  # run by another controller
+        parent_managed = self._parent_managed(job)
+        if parent_managed is None:
+            return Result(requeue=True)  # its parent is not in the cache yet
+        if parent_managed:
+            return None  # not a top-level job: its parent's Workload covers it (e.g. a JobSet's Jobs)
         owned = self._owned_workloads(job)
         queue = self._queue_name(job, owned)
         if queue is None:

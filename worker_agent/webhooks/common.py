@@ -26,6 +26,7 @@ Obj = dict[str, Any]
 FRAMEWORK_KINDS = {
     api.FRAMEWORK_BATCH_JOB: (api.JOB.group, api.JOB.kind),
     api.FRAMEWORK_LEADER_WORKER_SET: (api.LEADER_WORKER_SET.group, api.LEADER_WORKER_SET.kind),
+    api.FRAMEWORK_JOB_SET: (api.JOB_SET.group, api.JOB_SET.kind),
 }
 QUEUE_NAME_PATH = LABELS.key(api.LABEL_QUEUE_NAME)
 PRIORITY_CLASS_PATH = LABELS.key(api.LABEL_PRIORITY_CLASS)

@@ -29,7 +29,7 @@ from kube_runtime.tlsserver import RetryingTLSServer
 from kueue_domain import fields
 from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
-from worker_agent.webhooks import common, convert, job, leaderworkerset, pod
+from worker_agent.webhooks import common, convert, job, jobset, leaderworkerset, pod
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
@@ -47,6 +47,7 @@ START_RETRY_SECONDS = 5.0
 OWNER_RESOURCES = {
     api.FRAMEWORK_BATCH_JOB: (api.JOB,),
     api.FRAMEWORK_LEADER_WORKER_SET: (api.LEADER_WORKER_SET, api.STATEFUL_SET),
+    api.FRAMEWORK_JOB_SET: (api.JOB_SET, api.JOB),  # pods -> Jobs -> JobSet
 }
 
 
@@ -80,6 +81,8 @@ HOOKS: dict[str, Hook] = {
     api.WEBHOOK_PATH_VALIDATE_LEADER_WORKER_SET: Hook(
         api.FRAMEWORK_LEADER_WORKER_SET, False, ("CREATE", "UPDATE")
     ),
+    api.WEBHOOK_PATH_MUTATE_JOB_SET: Hook(api.FRAMEWORK_JOB_SET, True, ("CREATE",)),
+    api.WEBHOOK_PATH_VALIDATE_JOB_SET: Hook(api.FRAMEWORK_JOB_SET, False, ("CREATE", "UPDATE")),
 }
 
 
@@ -200,9 +203,11 @@ class WebhookServer(RetryingTLSServer):
             mutated = pod.default(obj, ns, self.config, self.lookups, Facts())
         else:
             facts = await self.facts(obj, ns)
-            default = {api.FRAMEWORK_BATCH_JOB: job.default, api.FRAMEWORK_POD: pod.default}.get(
-                hook.framework, leaderworkerset.default
-            )
+            default = {
+                api.FRAMEWORK_BATCH_JOB: job.default,
+                api.FRAMEWORK_POD: pod.default,
+                api.FRAMEWORK_JOB_SET: jobset.default,
+            }.get(hook.framework, leaderworkerset.default)
             mutated = default(obj, ns, self.config, self.lookups, facts)
         return allowed(json_patch(obj, mutated))
 
@@ -224,6 +229,12 @@ class WebhookServer(RetryingTLSServer):
             )
             if req.operation == "CREATE" or not pod.suspended_by_parent(obj):
                 warnings = pod.warnings(obj, self.config)
+        elif hook.framework == api.FRAMEWORK_JOB_SET:
+            errors = (
+                jobset.validate_create(obj, self.config)
+                if req.operation == "CREATE"
+                else jobset.validate_update(old, obj, ns, self.lookups, self.config)
+            )
         elif req.operation == "CREATE":
             errors = leaderworkerset.validate_create(obj)
         else:

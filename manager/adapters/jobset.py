@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.informer import Informer, compact
+from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     delete_if_owned,
     owned_by,
-    prebuilt_workload_name,
     remote_object,
     set_multikueue_meta,
 )

@@ -33,6 +33,7 @@ from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import naming
 from kueue_domain import workload as wlstatus
 from worker_agent.engine.scheduler import selector_matches
 from worker_agent.integrations import framework
@@ -166,14 +167,12 @@ def pod_priority_class(job_set: Obj) -> str | None:
 def workload_name(job_set: Obj) -> str:
     """GetWorkloadNameForOwnerWithGVK with the JobSet GVK."""
     meta = job_set["metadata"]
-    return framework.workload_name(meta["name"], meta["uid"], JOB_SET_KIND, JOB_SET_GROUP)
+    return naming.workload_name(meta["name"], meta["uid"], JOB_SET_KIND, JOB_SET_GROUP)
 
 
 def prebuilt_workload_name(job_set: Obj) -> str | None:
     """Annotation first, then the label (WorkloadIdentifierAnnotations on)."""
-    return _annotations(job_set).get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or _labels(job_set).get(
-        api.LABEL_PREBUILT_WORKLOAD_NAME
-    )
+    return naming.prebuilt_workload_name(job_set) or None
 
 
 def equivalent(job_set: Obj, wl: Obj, flavors: Mapping[str, Obj]) -> bool:

@@ -329,6 +329,16 @@ class KubeClient:
         versions = [v.get("version") for v in doc.get("versions") or () if v.get("version")]
         return sorted(versions, key=lambda v: v != preferred)
 
+    async def serves(self, resource: ResourceLike) -> bool:
+        """Whether the server serves `resource` in its version (its CRD installed and established)."""
+        group, version = getattr(resource, "group", ""), getattr(resource, "version", "")
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            doc = await self._get(path)
+        except NotFound:
+            return False
+        return any(r.get("name") == resource.plural for r in doc.get("resources") or ())
+
     async def use_served_version(
         self, group: str, known: tuple[str, ...], served: list[str] | None = None
     ) -> str | None:

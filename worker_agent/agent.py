@@ -18,6 +18,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from kube_runtime import api, features
+from kube_runtime.api import Resource
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
@@ -43,6 +44,9 @@ REPORTING_CONTROLLER = "kueue-admission"
 
 # Seconds a stopping agent spends writing queued events before it drops them.
 EVENT_FLUSH_TIMEOUT = 5.0
+# An integration whose kind is not served asks again after 1 s, doubling up to 2 min (as upstream).
+WAIT_FOR_API_INITIAL_SECONDS = 1.0
+WAIT_FOR_API_MAX_SECONDS = 120.0
 
 
 class Agent:
@@ -93,6 +97,11 @@ class Agent:
         self.integration_controllers: list[Controller] = []
         self.integrations: list[Any] = []
         self._on_leading: list[Callable[[], Any]] = []
+        # Integrations whose kind may not be served (yet): registered once it is (_defer_missing_apis).
+        self._deferrable: list[
+            tuple[Resource, list[Informer], list[Controller], Callable[[], Any] | None]
+        ] = []
+        self._waiters: list[asyncio.Task[None]] = []
         self.integrations = setup_integrations(self)
         # After the integrations: the webhooks reuse their Job and LWS caches.
         self.certificates = make_certificates(self)
@@ -138,13 +147,66 @@ class Agent:
         informers: Iterable[Informer] = (),
         controllers: Iterable[Controller] = (),
         on_leading: Callable[[], Any] | None = None,
+        requires: Resource | None = None,
     ) -> None:
         """For integrations: informers run on every replica, controllers only on the leader;
-        `on_leading` runs once leadership is acquired (e.g. to enqueue every object)."""
+        `on_leading` runs once leadership is acquired (e.g. to enqueue every object). With `requires`
+        (the integration's own kind), all of it waits until the server serves that kind: a cluster
+        without the JobSet CRD runs every other integration, as upstream defers a framework whose
+        API is missing."""
+        if requires is not None:
+            self._deferrable.append((requires, list(informers), list(controllers), on_leading))
+            return
         self.integration_informers.extend(informers)
         self.integration_controllers.extend(controllers)
         if on_leading is not None:
             self._on_leading.append(on_leading)
+
+    async def _defer_missing_apis(self) -> None:
+        """Before the informers start: an integration whose kind is not served waits for it in the
+        background (polling with a backoff); the others join the agent now."""
+        for requires, informers, controllers, on_leading in self._deferrable:
+            if await self.kube.serves(requires):
+                self.register(informers, controllers, on_leading)
+                continue
+            log.info(
+                "No matching API in the server for job framework, deferring setting up controller",
+                gvk=f"{requires.group}/{requires.version}, Kind={requires.kind}",
+            )
+            task = asyncio.get_running_loop().create_task(
+                self._when_served(requires, informers, controllers, on_leading),
+                name=f"wait-{requires.plural}",
+            )
+            self._waiters.append(task)
+        self._deferrable.clear()
+
+    async def _when_served(
+        self,
+        requires: Resource,
+        informers: list[Informer],
+        controllers: list[Controller],
+        on_leading: Callable[[], Any] | None,
+    ) -> None:
+        delay = WAIT_FOR_API_INITIAL_SECONDS
+        while True:
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, WAIT_FOR_API_MAX_SECONDS)
+            try:
+                if await self.kube.serves(requires):
+                    break
+            except Exception as exc:  # the apiserver unreachable for a while: ask again later
+                log.warning("cannot ask the server for an API", resource=requires.plural, error=str(exc))
+        log.info("API now available, starting controller", gvk=f"{requires.group}/{requires.version}")
+        self.register(informers, controllers, on_leading)
+        for informer in informers:
+            informer.start()
+        for informer in informers:
+            await informer.wait_synced()
+        await self.leading.wait()
+        for controller in controllers:
+            controller.start()
+        if on_leading is not None:
+            on_leading()
 
     def _make_controllers(self) -> None:
         qc = self.queue_controllers
@@ -277,6 +339,7 @@ class Agent:
             await self.webhook_server.start()
         if self.visibility_server is not None:
             await self.visibility_server.start()
+        await self._defer_missing_apis()
         self.state.start_informers()
         for informer in self.integration_informers:
             informer.start()
@@ -319,6 +382,10 @@ class Agent:
             await self.shutdown()
 
     async def shutdown(self) -> None:
+        for waiter in self._waiters:
+            waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiter
         if self._scheduler_task is not None:
             self._scheduler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -319,7 +319,12 @@ class JobSetIntegration:
             on_delete=self._enqueue_for_workload,
         )
         self.state.local_queues.add_handler(on_add=self._enqueue_for_local_queue)
-        agent.register(informers=[self.jobsets], controllers=[self.controller], on_leading=self._enqueue_all)
+        agent.register(
+            informers=[self.jobsets],
+            controllers=[self.controller],
+            on_leading=self._enqueue_all,
+            requires=api.JOB_SET,
+        )
 
     # -- event routing ---------------------------------------------------------------------------
 

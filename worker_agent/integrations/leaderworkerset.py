@@ -121,7 +121,10 @@ class LeaderWorkerSetIntegration:
             on_delete=self._enqueue_for_workload,
         )
         agent.register(
-            informers=[self.lws, self.pods], controllers=[self.controller], on_leading=self._enqueue_all
+            informers=[self.lws, self.pods],
+            controllers=[self.controller],
+            on_leading=self._enqueue_all,
+            requires=api.LEADER_WORKER_SET,
         )
 
     def _enqueue_for_pod(self, pod: Obj) -> None:

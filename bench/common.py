@@ -3,6 +3,8 @@ Kubernetes objects, its work directory and its JSON output."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import json
 import signal
@@ -43,6 +45,15 @@ def find_condition(obj: Obj, ctype: str) -> Obj | None:
 def condition_true(obj: Obj | None, ctype: str) -> bool:
     cond = find_condition(obj or {}, ctype)
     return cond is not None and cond.get("status") == "True"
+
+
+async def cancel(task: asyncio.Task | None) -> None:
+    """Cancel a task that has not finished and wait for it; what it raises is dropped (the run's
+    own error, if any, is the one reported)."""
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 def utc_now() -> str:

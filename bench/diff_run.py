@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import BenchError, Obj, condition_true, find_condition, say
+from bench.common import BenchError, Obj, cancel, condition_true, find_condition, say
 from bench.diff_scenario import (
     PLURALS,
     Scenario,
@@ -321,10 +321,7 @@ class ScenarioRun:
             result.error = f"{type(e).__name__}: {e}"
             say(f"{self.engine.name}: {result.error}")
         finally:
-            if creator is not None and not creator.done():
-                creator.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await creator
+            await cancel(creator)
             await asyncio.to_thread(self.engine.stop)
             for step in (self.controller.stop, self.informer.stop):
                 with contextlib.suppress(Exception):

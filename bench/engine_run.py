@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchError, Obj, condition_true, find_condition, say
+from bench.common import BenchError, Obj, cancel, condition_true, find_condition, say
 from bench.engine_plan import (
     EVICTION_CLEARED_MESSAGE,
     EVICTION_CLEARED_REASON,
@@ -288,13 +288,8 @@ class BenchRun:
             result.error = str(e)
             say(f"run failed: {e}")
         finally:
-            pacer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pacer
-            if gen_task is not None and not gen_task.done():
-                gen_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await gen_task
+            await cancel(pacer)
+            await cancel(gen_task)
             await asyncio.to_thread(self.engine.stop)
             await self._close()
             result.workloads_created = self.created

@@ -12,7 +12,7 @@ import secrets
 import time
 from pathlib import Path
 
-from bench.common import BenchError, Obj, condition_true, say
+from bench.common import BenchError, Obj, cancel, condition_true, say
 from bench.federation_result import STAGES, Recorder, RunResult, latencies, throughput
 from bench.fleet import (
     AGENT_COMPONENT,
@@ -310,6 +310,22 @@ class FederationRun:
         except Exception as e:
             say(f"could not delete this run's Jobs: {e!r}")
 
+    async def _scrape(self, tag: str) -> tuple[list[Sample], dict[str, list[Sample]]]:
+        """The manager's /metrics and every worker_agent's, each kept in the work directory."""
+        manager = await asyncio.to_thread(
+            scrape,
+            self.fleet.manager_metrics_url,
+            self.work_dir / f"manager.{tag}.metrics.txt",
+            self.fleet.metrics_token("manager"),
+        )
+        agents = {
+            c: await asyncio.to_thread(
+                scrape, u, self.work_dir / f"{c}-agent.{tag}.metrics.txt", self.fleet.metrics_token(c)
+            )
+            for c, u in self.fleet.agent_metrics_urls().items()
+        }
+        return manager, agents
+
     def _progress(self, sampler: ProcessSampler, started: float) -> str:
         rss = sampler.peak(f"manager/{MANAGER_COMPONENT}")
         return (
@@ -338,18 +354,7 @@ class FederationRun:
             await self.wait_ready()
             await self.run_warmup()
             result.managed_by = "explicit" if self.explicit_managed_by else "webhook"
-            manager_url = self.fleet.manager_metrics_url
-            agent_urls = self.fleet.agent_metrics_urls()
-            manager_token = self.fleet.metrics_token("manager")
-            before = await asyncio.to_thread(
-                scrape, manager_url, self.work_dir / "manager.before.metrics.txt", manager_token
-            )
-            agents_before = {
-                c: await asyncio.to_thread(
-                    scrape, u, self.work_dir / f"{c}-agent.before.metrics.txt", self.fleet.metrics_token(c)
-                )
-                for c, u in agent_urls.items()
-            }
+            before, agents_before = await self._scrape("before")
             result.load_start = list(os.getloadavg())
             sampler.start()
             say(
@@ -387,24 +392,13 @@ class FederationRun:
             await sampler.stop()
             result.load_end = list(os.getloadavg())
             first_submit, last_submit = submit_task.result()
-            after = await asyncio.to_thread(
-                scrape, manager_url, self.work_dir / "manager.after.metrics.txt", manager_token
-            )
-            agents_after = {
-                c: await asyncio.to_thread(
-                    scrape, u, self.work_dir / f"{c}-agent.after.metrics.txt", self.fleet.metrics_token(c)
-                )
-                for c, u in agent_urls.items()
-            }
+            after, agents_after = await self._scrape("after")
             self._fill(result, before, after, agents_before, agents_after, sampler, first_submit, last_submit)
         except BenchError as e:
             result.error = str(e)
             say(f"run failed: {e}")
         finally:
-            if submit_task is not None and not submit_task.done():
-                submit_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await submit_task
+            await cancel(submit_task)
             if self.first_submit is not None:
                 with contextlib.suppress(OSError):
                     self.write_jobs_csv(self.work_dir / "jobs.csv", self.first_submit)

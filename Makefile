@@ -80,23 +80,24 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# Kueue's scheduler baseline (15,000 workloads) through a fresh local cluster; see docs/benchmarks.md.
+# The benchmarks are the package bench/ (one module each, `python -m bench.<name>`); see docs/benchmarks.md.
+# Kueue's scheduler baseline (15,000 workloads) through a fresh local cluster.
 BENCH_ARGS ?=
 bench-engine: venv
-	$(PY) hack/bench_engine.py $(BENCH_ARGS)
+	$(PY) -m bench.engine $(BENCH_ARGS)
 
 bench-engine-upstream: venv
-	$(PY) hack/bench_engine.py --compare-upstream $(BENCH_ARGS)
+	$(PY) -m bench.engine --compare-upstream $(BENCH_ARGS)
 
 # One scenario (or every one under a directory) against ours and upstream Kueue; see docs/differential.md.
 SCENARIO ?= tests/scenarios
 DIFF_ARGS ?=
 diff-upstream: venv
-	$(PY) hack/diff_upstream.py $(DIFF_ARGS) $(SCENARIO)
+	$(PY) -m bench.diff_upstream $(DIFF_ARGS) $(SCENARIO)
 
 # Jobs submitted on the manager until MultiKueue has them Admitted, through its own fleet; see docs/benchmarks.md.
 bench-federation: venv
-	$(PY) hack/bench_federation.py $(BENCH_ARGS)
+	$(PY) -m bench.federation $(BENCH_ARGS)
 
 # The long form of tests/e2e/test_chaos.py (the short one runs in `make test`); see docs/reliability.md.
 CHAOS_WORKLOADS ?= 500
@@ -105,13 +106,13 @@ chaos: venv build
 
 # The same mix through our MultiKueue and upstream Kueue's, one fresh fleet each; see docs/benchmarks.md.
 bench-compare: venv
-	$(PY) hack/bench_compare.py $(BENCH_ARGS)
+	$(PY) -m bench.compare $(BENCH_ARGS)
 
 # The scaling series (light fleets, one per worker count) and its plots; see docs/benchmarks.md.
 # matplotlib comes from the `bench` extra, installed here only: `make venv` does not need it.
 bench-scale: venv
 	$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install -q -e '.[bench]'
-	$(PY) hack/bench_scale.py $(BENCH_ARGS)
+	$(PY) -m bench.scale $(BENCH_ARGS)
 
 clean: down
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -24,12 +24,12 @@ SCENARIOS = sorted((REPO / "tests" / "scenarios").glob("*.yaml"))
 def test_short_scenarios_decide_as_upstream(tmp_path: Path):
     assert SCENARIOS, "no scenario under tests/scenarios"
     # minimalkueue, and upstream's full kueue for fair-sharing.yaml (minimalkueue has no fair sharing).
-    for what, script, args in (
-        ("minimalkueue", "bench_engine.py", ["--build-upstream-only"]),
-        ("upstream kueue", "localfleet.py", ["build", "--upstream-kueue"]),
+    for what, command in (
+        ("minimalkueue", ["-m", "bench.engine", "--build-upstream-only"]),
+        ("upstream kueue", [str(REPO / "hack" / "localfleet.py"), "build", "--upstream-kueue"]),
     ):
         build = subprocess.run(
-            [sys.executable, str(REPO / "hack" / script), *args],
+            [sys.executable, *command],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -40,7 +40,8 @@ def test_short_scenarios_decide_as_upstream(tmp_path: Path):
     run = subprocess.run(
         [
             sys.executable,
-            str(REPO / "hack" / "diff_upstream.py"),
+            "-m",
+            "bench.diff_upstream",
             "--together",
             "--allow-listed",
             "--json",

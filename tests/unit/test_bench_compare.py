@@ -1,9 +1,9 @@
-"""hack/bench_compare.py's pure parts: arguments and engines, the per-engine summary and its JSON
-shape, requests by apiserver, the workers' running pods, and the ours / upstream ratios."""
+"""bench.compare's pure parts (bench/compare.py, bench/compare_summary.py): arguments and engines,
+the per-engine summary and its JSON shape, requests by apiserver, the workers' running pods, and the
+ours / upstream ratios."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -11,14 +11,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(
-    0, str(REPO / "hack")
-)  # as when the script runs: its siblings bench_federation, bench_lws_mix
-spec = importlib.util.spec_from_file_location("bench_compare", REPO / "hack" / "bench_compare.py")
-compare = importlib.util.module_from_spec(spec)
-sys.modules["bench_compare"] = compare
-spec.loader.exec_module(compare)
-bf = compare.bf
+sys.path.insert(0, str(REPO))  # the package bench/, as `python -m bench.<name>` from the root finds it
+from bench import compare, compare_summary, federation_result, procfs, prom, stats  # noqa: E402
 
 REQUIRED_KEYS = {
     "throughput_wl_s",
@@ -33,13 +27,13 @@ def test_defaults_are_the_issue_mix_on_three_workers_and_three_engines():
     args = compare.parse_args([])
     assert (args.jobs, args.lws, args.lws_replicas, args.lws_size, args.workers) == (1000, 200, 2, 3, 3)
     assert args.engines == ["ours", "upstream", "upstream_tuned"]
-    assert compare.workloads_of(args) == 1000 + 200 * 2
+    assert compare_summary.workloads_of(args) == 1000 + 200 * 2
 
 
 def test_short_form_and_engine_selection():
     args = compare.parse_args(["--jobs", "200", "--lws", "40", "--engines", "upstream, ours"])
     assert (args.jobs, args.lws) == (200, 40)
-    assert [e.name for e in compare.engines(args)] == ["upstream", "ours"]
+    assert [e.name for e in compare_summary.engines(args)] == ["upstream", "ours"]
 
 
 @pytest.mark.parametrize(
@@ -62,19 +56,19 @@ def test_bad_arguments_are_refused(argv, capsys):
 
 def test_engines_put_upstream_on_every_cluster_and_tune_only_the_tuned_run():
     args = compare.parse_args(["--workers", "2", "--tuned-qps", "1000", "--tuned-burst", "2000"])
-    by_name = {e.name: e for e in compare.engines(args)}
+    by_name = {e.name: e for e in compare_summary.engines(args)}
     assert by_name["ours"].upstream_clusters == ()
     assert by_name["upstream"].upstream_clusters == ("manager", "worker1", "worker2")
     assert (by_name["upstream"].client_qps, by_name["upstream"].client_burst) == (None, None)
     assert by_name["upstream"].client_budget() == "qps 300 / burst 500"
     assert (by_name["upstream_tuned"].client_qps, by_name["upstream_tuned"].client_burst) == (1000, 2000)
     assert by_name["ours"].client_budget() == "qps 20 / burst 30 per API resource"
-    unlimited = compare.engines(compare.parse_args([]))[2]
+    unlimited = compare_summary.engines(compare.parse_args([]))[2]
     assert "unlimited" in unlimited.client_budget()
 
 
 def samples(text: str) -> list:
-    return bf.parse_prometheus_text(text)
+    return prom.parse_prometheus_text(text)
 
 
 def test_requests_are_summed_by_the_apiserver_that_received_them():
@@ -97,11 +91,11 @@ def test_requests_are_summed_by_the_apiserver_that_received_them():
         ),
     }
     hosts = {"127.0.0.1:1": "manager", "127.0.0.1:2": "worker1"}
-    assert compare.requests_by_cluster(before, after, hosts) == {"manager": 30.0, "worker1": 50.0}
+    assert compare_summary.requests_by_cluster(before, after, hosts) == {"manager": 30.0, "worker1": 50.0}
     # a process that restarted (its counter went down) counts from 0; an unknown host keeps its name
     restarted = {"w": samples('rest_client_requests_total{code="200",host="127.0.0.1:9",method="GET"} 3\n')}
     old = {"w": samples('rest_client_requests_total{code="200",host="127.0.0.1:9",method="GET"} 50\n')}
-    assert compare.requests_by_cluster(old, restarted, hosts) == {"127.0.0.1:9": 3.0}
+    assert compare_summary.requests_by_cluster(old, restarted, hosts) == {"127.0.0.1:9": 3.0}
 
 
 def pod(uid: str, phase: str, **labels: str) -> dict:
@@ -125,22 +119,26 @@ def test_running_pods_time_the_first_pod_of_a_job_and_every_pod_of_an_lws():
 
 def figures(**overrides) -> dict:
     args = compare.parse_args(["--jobs", "10", "--lws", "2"])
-    engine = compare.engines(args)[0]
-    jobs = bf.RunResult(
+    engine = compare_summary.engines(args)[0]
+    jobs = federation_result.RunResult(
         mode="dispatch", jobs=10, rate_target=50, clients=4, concurrency=100, keep_running=False
     )
     jobs.submitted = jobs.admitted = 10
     jobs.throughput_per_s = 5.0
-    jobs.to_admitted = bf.distribution([0.1 * i for i in range(1, 11)])
+    jobs.to_admitted = stats.distribution([0.1 * i for i in range(1, 11)])
     processes = {
-        "manager/manager": bf.ProcessFigures("manager/manager", 1, cpu_s=4.0, peak_rss_mib=100.0),
-        "manager/worker-agent": bf.ProcessFigures("manager/worker-agent", 2, cpu_s=1.0, peak_rss_mib=50.0),
-        "worker1/worker-agent": bf.ProcessFigures("worker1/worker-agent", 3, cpu_s=2.0, peak_rss_mib=60.0),
-        "manager/kube-apiserver": bf.ProcessFigures(
+        "manager/manager": procfs.ProcessFigures("manager/manager", 1, cpu_s=4.0, peak_rss_mib=100.0),
+        "manager/worker-agent": procfs.ProcessFigures(
+            "manager/worker-agent", 2, cpu_s=1.0, peak_rss_mib=50.0
+        ),
+        "worker1/worker-agent": procfs.ProcessFigures(
+            "worker1/worker-agent", 3, cpu_s=2.0, peak_rss_mib=60.0
+        ),
+        "manager/kube-apiserver": procfs.ProcessFigures(
             "manager/kube-apiserver", 4, cpu_s=9.0, peak_rss_mib=900.0
         ),
     }
-    summary = compare.summarize(
+    summary = compare_summary.summarize(
         engine, args, jobs, [1.0, 2.0], None, [], processes, {"manager": 70.0, "worker1": 28.0}
     )
     summary.update(overrides)
@@ -165,21 +163,21 @@ def test_summary_sums_the_kueue_processes_per_cluster_and_divides_requests_by_wo
 def test_ratios_divide_ours_by_each_upstream_run_and_skip_missing_figures():
     ours = figures()
     upstream = figures(throughput_wl_s=10.0, manager_cpu_s=2.5, api_requests_per_wl=0.0)
-    table = compare.ratios({"ours": ours, "upstream": upstream, "upstream_tuned": None})
+    table = compare_summary.ratios({"ours": ours, "upstream": upstream, "upstream_tuned": None})
     assert list(table) == ["ours/upstream"]
     row = table["ours/upstream"]
-    assert set(row) == set(compare.RATIO_KEYS)
+    assert set(row) == set(compare_summary.RATIO_KEYS)
     assert row["throughput_wl_s"] == pytest.approx(0.5)
     assert row["manager_cpu_s"] == pytest.approx(2.0)
     assert row["api_requests_per_wl"] is None  # theirs is 0
     assert row["lws_groups_per_s"] is None  # neither has it
-    assert compare.ratios({"upstream": upstream}) == {}
-    assert compare.ratio(None, 1.0) is None
+    assert compare_summary.ratios({"upstream": upstream}) == {}
+    assert stats.ratio(None, 1.0) is None
 
 
 def test_json_payload_has_every_engine_and_serializes():
     ours = figures()
-    payload = compare.json_payload({"ours": ours, "upstream": figures()}, {"cpus": 2})
+    payload = compare_summary.json_payload({"ours": ours, "upstream": figures()}, {"cpus": 2})
     assert set(payload) == {"ours", "upstream", "upstream_tuned", "ratios", "meta"}
     assert payload["upstream_tuned"] is None
     for name in ("ours", "upstream"):
@@ -189,12 +187,12 @@ def test_json_payload_has_every_engine_and_serializes():
 
 
 def test_report_names_every_process_and_the_ratios():
-    text = compare.format_engine(figures())
+    text = compare_summary.format_engine(figures())
     assert "manager/manager: CPU / peak RSS" in text and "worker1/worker-agent" in text
     assert "worker1 apiserver requests per Workload: all / kueue.x-k8s.io" in text and "2.00" in text
-    table = compare.format_ratios(compare.ratios({"ours": figures(), "upstream": figures()}))
+    table = compare_summary.format_ratios(compare_summary.ratios({"ours": figures(), "upstream": figures()}))
     assert "ours/upstream" in table and "throughput_wl_s" in table
-    assert "n/a" in compare.format_ratios({})
+    assert "n/a" in compare_summary.format_ratios({})
 
 
 def test_apiserver_requests_count_every_client_or_one_group():
@@ -211,8 +209,8 @@ def test_apiserver_requests_count_every_client_or_one_group():
         ),
         "worker1": samples('apiserver_request_total{code="200",group="",resource="pods",verb="GET"} 7\n'),
     }
-    assert compare.apiserver_requests(before, after) == {"manager": 20.0, "worker1": 7.0}
-    assert compare.apiserver_requests(before, after, "kueue.x-k8s.io") == {"manager": 15.0, "worker1": 0.0}
+    assert prom.apiserver_requests(before, after) == {"manager": 20.0, "worker1": 7.0}
+    assert prom.apiserver_requests(before, after, "kueue.x-k8s.io") == {"manager": 15.0, "worker1": 0.0}
 
 
 def test_summary_reports_the_apiserver_source_and_ours_apart():
@@ -223,22 +221,22 @@ def test_summary_reports_the_apiserver_source_and_ours_apart():
 
 def test_phase_timeout_scales_with_the_phase_unless_given():
     args = compare.parse_args([])
-    assert compare.phase_timeout(args, 1000) == 500.0
-    assert compare.phase_timeout(args, 80) == 60.0
-    assert compare.phase_timeout(args, 5000) == 600.0
-    assert compare.phase_timeout(compare.parse_args(["--timeout", "1200"]), 10) == 1200.0
+    assert compare_summary.phase_timeout(args, 1000) == 500.0
+    assert compare_summary.phase_timeout(args, 80) == 60.0
+    assert compare_summary.phase_timeout(args, 5000) == 600.0
+    assert compare_summary.phase_timeout(compare.parse_args(["--timeout", "1200"]), 10) == 1200.0
 
 
 def test_the_lws_phase_is_skipped_after_a_failed_or_timed_out_jobs_phase():
     args = compare.parse_args(["--jobs", "10"])
-    jobs = bf.RunResult(
+    jobs = federation_result.RunResult(
         mode="dispatch", jobs=10, rate_target=50, clients=4, concurrency=100, keep_running=False
     )
     jobs.submitted, jobs.admitted = 10, 10
-    assert compare.lws_skip_reason(args, jobs) is None
-    assert compare.lws_skip_reason(compare.parse_args(["--lws", "0"]), jobs) == "--lws 0"
+    assert compare_summary.lws_skip_reason(args, jobs) is None
+    assert compare_summary.lws_skip_reason(compare.parse_args(["--lws", "0"]), jobs) == "--lws 0"
     jobs.admitted, jobs.timed_out = 4, True
-    assert "6 Jobs were still not Admitted" in compare.lws_skip_reason(args, jobs)
+    assert "6 Jobs were still not Admitted" in compare_summary.lws_skip_reason(args, jobs)
     jobs.error = "boom"
-    assert "failed (boom)" in compare.lws_skip_reason(args, jobs)
-    assert "LWS mix skipped: x" in compare.format_engine(figures(lws_skipped="x"))
+    assert "failed (boom)" in compare_summary.lws_skip_reason(args, jobs)
+    assert "LWS mix skipped: x" in compare_summary.format_engine(figures(lws_skipped="x"))

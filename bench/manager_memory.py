@@ -8,7 +8,7 @@ Each object is decoded from its own JSON document, as the watch delivers it (a l
 decodes a page at once and shares its keys, which a long-running manager's cache does not), once
 as the server sends it and once as the cache keeps it (after the informer's transform).
 
-  .venv/bin/python hack/manager_memory.py --dir /dev/shm/kf-mem [--json out.json]
+  .venv/bin/python -m bench.manager_memory --dir /dev/shm/kf-mem [--json out.json]
 """
 
 from __future__ import annotations
@@ -24,16 +24,13 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from bench.common import Obj, write_json
+from kube_runtime.client import KubeClient
+from kube_runtime.informer import strip_managed_fields
+from kube_runtime.logging import setup_logging
+from manager.config import load_manager_config
+from manager.manager import Manager
 
-from kube_runtime.client import KubeClient  # noqa: E402
-from kube_runtime.informer import strip_managed_fields  # noqa: E402
-from kube_runtime.logging import setup_logging  # noqa: E402
-from manager.config import load_manager_config  # noqa: E402
-from manager.manager import Manager  # noqa: E402
-
-Obj = dict[str, Any]
 KIB = 1024
 
 
@@ -139,7 +136,9 @@ def table(rows: list[Obj]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="manager_memory", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--dir", required=True, help="the running fleet's directory (localfleet --dir)")
     p.add_argument("--json", help="also write the rows as JSON")
     args = p.parse_args(argv)
@@ -147,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = asyncio.run(amain(Path(args.dir)))
     print(table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_json(args.json, rows)
     return 0
 
 

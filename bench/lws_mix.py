@@ -1,5 +1,5 @@
-"""The LeaderWorkerSet mix of `make bench-federation` (hack/bench_federation.py runs it after the
-Jobs, on the same fleet): N LeaderWorkerSets (default 200, replicas 2, size 3, 100m cpu a pod)
+"""The LeaderWorkerSet mix of `make bench-federation` (bench.federation runs it after the Jobs, on
+the same fleet; bench.compare too): N LeaderWorkerSets (default 200, replicas 2, size 3, 100m cpu a pod)
 submitted on the manager cluster at a target rate, until every group's Workload is Admitted on
 the manager (its MultiKueue check Ready, so the group was placed on a worker).
 
@@ -18,14 +18,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-Obj = dict[str, Any]
+from bench.common import Obj, say
+from bench.fleet import JOB_IMAGE, LABEL_BENCH_RUN, LABEL_QUEUE_NAME, LOCAL_QUEUE, NAMESPACE
+from bench.stats import distribution, fmt, fmt_dist
 
-NAMESPACE = "default"
-LOCAL_QUEUE = "user-queue"
-LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
-LABEL_BENCH_RUN = "kueue-federation.dev/bench-run"
 ANNOTATION_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
-IMAGE = "registry.k8s.io/pause:3.10"
 POD_CPU = "100m"
 POD_MEMORY = "10Mi"
 
@@ -36,7 +33,7 @@ def lws_object(name: str, run_id: str, replicas: int, size: int) -> Obj:
             "containers": [
                 {
                     "name": "c",
-                    "image": IMAGE,
+                    "image": JOB_IMAGE,
                     "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}},
                 }
             ]
@@ -114,14 +111,14 @@ class LwsMixResult:
     groups_placed: int = 0
     groups_per_s: float | None = None
     submission_rate: float | None = None  # LWS/s achieved
-    to_placed: Any = None  # a bench_federation Distribution
+    to_placed: Any = None  # a bench.stats Distribution
     splits: list[str] = field(default_factory=list)
     workers_used: dict[str, int] = field(default_factory=dict)  # worker -> LWS placed there
     timed_out: bool = False
     error: str | None = None
 
 
-def summarize(recorder: LwsRecorder, first_submit: float, distribution) -> LwsMixResult:
+def summarize(recorder: LwsRecorder, first_submit: float) -> LwsMixResult:
     records = list(recorder.records.values())
     some = records[0] if records else LwsRecord("", 0)
     result = LwsMixResult(lws=len(records), replicas=some.groups, size=0, rate_target=0.0)
@@ -150,12 +147,10 @@ async def run_lws_mix(
     size: int,
     rate: float,
     timeout_s: float,
-    say,
-    distribution,
     cleanup: bool,
     on_submitted: Callable[[str, float], None] | None = None,
 ) -> LwsMixResult:
-    """`on_submitted(name, monotonic time)` is called as each create returns (bench_compare times
+    """`on_submitted(name, monotonic time)` is called as each create returns (bench.compare times
     the worker's pods from it)."""
     from kube_runtime import api
     from kube_runtime.client import KubeClient
@@ -214,7 +209,7 @@ async def run_lws_mix(
                 say(f"LWS mix: {recorder.placed_count}/{recorder.submitted_count} placed whole")
                 next_progress += 5
             await asyncio.sleep(0.1)
-        result = summarize(recorder, first_submit, distribution)
+        result = summarize(recorder, first_submit)
         result.size, result.rate_target, result.timed_out = size, rate, timed_out
         result.submission_rate = result.submitted / submission_s if submission_s > 0 else None
         if failures:
@@ -239,7 +234,7 @@ async def run_lws_mix(
                 await c.close()
 
 
-def format_lws_mix(result: LwsMixResult, fmt, fmt_dist) -> str:
+def format_lws_mix(result: LwsMixResult) -> str:
     lines = [
         f"== federation LWS mix: {result.lws} LeaderWorkerSets x {result.replicas} groups of "
         f"{result.size} pods, {result.rate_target:g} LWS/s",

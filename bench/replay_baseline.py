@@ -1,4 +1,4 @@
-"""Replay the scheduler baseline's workload mix (hack/bench_engine.py) on the pure admission engine,
+"""Replay the scheduler baseline's workload mix (bench.engine) on the pure admission engine,
 with fixed latencies on a virtual clock (tests/unit/engine/engine_replay.py), and count evictions.
 
 No cluster: the same Scheduler, Snapshot and QueueManager the worker_agent runs, driven as
@@ -6,7 +6,7 @@ worker_agent/admission.py drives them. Where a live run evicts and this replay d
 evictions come from the live system's timing (cache lag, write latency, rate limits), not from the
 engine's decisions on a consistent snapshot.
 
-  .venv/bin/python hack/replay_baseline.py --scale 1.0 --cycle 0.002 --write 0.01 --clear 0.02
+  .venv/bin/python -m bench.replay_baseline --scale 1.0 --cycle 0.002 --write 0.01 --clear 0.02
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import argparse
 import collections
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "hack"), str(REPO / "tests" / "unit" / "engine")]
+from bench import engine_plan as be
+from bench.common import REPO
 
-import bench_engine as be  # noqa: E402
-from engine_replay import AFTER, RUNS_FOR, replay  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "unit" / "engine"))
+from engine_replay import AFTER, RUNS_FOR, replay
 
 
 def scenario(scale: float) -> tuple[list[dict], dict[str, str]]:
@@ -34,7 +33,7 @@ def scenario(scale: float) -> tuple[list[dict], dict[str, str]]:
         for set_index, cls in enumerate(config.classes):
             for serial in range(cls.count):
                 wl = be.workload_object(be.OURS, queue, cls, set_index, serial)
-                # As upstream's generator (and bench_engine's): wait one interval, then create.
+                # As upstream's generator (and bench.engine's): wait one interval, then create.
                 timed.append(((serial + 1) * cls.interval_ms / 1000.0, wl, cls))
     timed.sort(key=lambda item: item[0])
     docs = objects["ResourceFlavor"] + objects["ClusterQueue"] + objects["LocalQueue"]
@@ -49,10 +48,10 @@ def scenario(scale: float) -> tuple[list[dict], dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="replay_baseline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--scale", type=float, default=1.0, help="workloads per set, as bench_engine's --scale"
+        "--scale", type=float, default=1.0, help="workloads per set, as bench.engine's --scale"
     )
     parser.add_argument("--cycle", type=float, default=0.002, help="seconds per scheduling cycle")
     parser.add_argument("--write", type=float, default=0.01, help="seconds from a decision to its write")

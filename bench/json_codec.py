@@ -2,7 +2,7 @@
 """JSON decode/encode cost of one Workload watch event, stdlib json against orjson (what
 kube_runtime/client.py uses since 2026-11-25). Prints microseconds per call.
 
-  .venv/bin/python hack/bench_json.py [--number N]
+  .venv/bin/python -m bench.json_codec [--number N]
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ WORKLOAD_EVENT = {
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="bench_json", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--number", type=int, default=20000, help="calls per figure (default 20000)")
     n = p.parse_args().number
     line = json.dumps(WORKLOAD_EVENT).encode()

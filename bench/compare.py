@@ -1,0 +1,397 @@
+"""Side by side with upstream MultiKueue: the same workload mix through a fresh local fleet of
+1 manager + N workers (default 3), once per engine, one fleet at a time:
+
+  ours             our manager and worker_agents (clientConnection: our defaults)
+  upstream         upstream Kueue (KUEUE_VERSION of hack/versions.env) on every cluster, its
+                   default clientConnection (v0.19: qps 300 / burst 500)
+  upstream_tuned   the same with a larger client budget (default qps -1: client-side rate limiting
+                   off, as upstream's Configuration API allows; --tuned-qps / --tuned-burst)
+
+Each run reuses bench.federation's parts (bench.fleet's fleet, the Job submitter and its watch of
+the manager's Workloads, bench.procfs's sampling) and bench.lws_mix (the LeaderWorkerSet mix), and adds:
+
+  - a watch of the pods on every worker: submitted -> the first pod of a Job Running (or already
+    Succeeded) on its worker, and for an LWS -> all its pods Running there;
+  - API requests per Workload from every apiserver's `apiserver_request_total` (the one source
+    both engines share: upstream's `kueue` does not export client-go's rest_client_requests_total),
+    all of them (Kueue's, and the Job controller's, scheduler's, kwok's and the harness's, which are
+    the same work for both engines) and those of the group kueue.x-k8s.io (about only Kueue's);
+    ours also counts its own requests by apiserver (rest_client_requests_total{host}, shown apart);
+  - CPU seconds and peak RSS of every Kueue process, per cluster (/proc).
+
+It prints a table per engine, then ours / upstream ratios; `--json FILE` writes
+{"ours": {...}, "upstream": {...}, "upstream_tuned": {...}, "ratios": {...}, "meta": {...}}.
+
+  .venv/bin/python -m bench.compare [--jobs 1000] [--lws 200] [--engines ours,upstream,upstream_tuned]
+  .venv/bin/python -m bench.compare --jobs 200 --lws 40 --json /tmp/compare.json   # short form
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import common
+from bench.common import SHM, BenchError, Obj, end_on_sigterm, say, set_prog, utc_now, write_json
+from bench.compare_summary import (
+    ENGINES,
+    KUEUE_GROUP,
+    Engine,
+    engines,
+    format_engine,
+    format_ratios,
+    json_payload,
+    lws_skip_reason,
+    phase_timeout,
+    ratios,
+    requests_by_cluster,
+    summarize,
+)
+from bench.federation_result import RunResult, format_result
+from bench.federation_run import FederationRun
+from bench.fleet import (
+    AGENT_COMPONENT,
+    MANAGER_COMPONENT,
+    NAMESPACE,
+    UPSTREAM_COMPONENT,
+    UPSTREAM_COMPONENT_STATE,
+    Fleet,
+    load_localfleet,
+    node_size,
+)
+from bench.lws_mix import format_lws_mix, run_lws_mix
+from bench.procfs import ProcessSampler
+from bench.prom import (
+    APISERVER_REQUESTS,
+    Sample,
+    apiserver_metrics,
+    apiserver_requests,
+    parse_prometheus_text,
+    scrape,
+)
+from bench.stats import loads
+
+DEFAULT_FLEET_DIR = SHM / "kueue-federation-bench-compare"
+# Labels the Job and LWS controllers put on their pods (the worker's copy keeps the manager's name).
+POD_LABEL_JOB = "batch.kubernetes.io/job-name"
+POD_LABEL_LWS = "leaderworkerset.sigs.k8s.io/name"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="bench_compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--jobs", type=int, default=1000, help="batch/v1 Jobs (default 1000)")
+    p.add_argument(
+        "--lws", type=int, default=200, help="LeaderWorkerSets after the Jobs (default 200; 0: none)"
+    )
+    p.add_argument("--lws-replicas", type=int, default=2, help="groups per LWS (default 2)")
+    p.add_argument("--lws-size", type=int, default=3, help="pods per group (default 3)")
+    p.add_argument(
+        "--rate", type=float, default=50.0, help="Jobs submitted per second (default 50; 0: unlimited)"
+    )
+    p.add_argument("--lws-rate", type=float, default=10.0, help="LWS submitted per second (default 10)")
+    p.add_argument("--workers", type=int, default=3, help="worker clusters (default 3)")
+    p.add_argument(
+        "--nodes", type=int, default=4, help="fake nodes per worker (default 4, sized to fit the mix)"
+    )
+    p.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help=f"comma-separated runs, in order (default {','.join(ENGINES)})",
+    )
+    p.add_argument("--client-qps", type=float, help="clientConnection.qps of ours (default: our 20)")
+    p.add_argument("--client-burst", type=int, help="clientConnection.burst of ours (default: our 30)")
+    p.add_argument(
+        "--tuned-qps",
+        type=float,
+        default=-1.0,
+        help="clientConnection.qps of upstream_tuned (default -1: no client-side rate limit)",
+    )
+    p.add_argument("--tuned-burst", type=int, default=1000, help="clientConnection.burst of upstream_tuned")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds to wait after each phase's submissions (default: 0.5 s per Workload of the phase, "
+        "within 60..600)",
+    )
+    p.add_argument(
+        "--running-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait, after a phase is Admitted, for its pods Running on the workers (default 30)",
+    )
+    p.add_argument(
+        "--fleet-dir", default=str(DEFAULT_FLEET_DIR), help=f"fleet directory prefix ({DEFAULT_FLEET_DIR})"
+    )
+    p.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    p.add_argument("--work-dir", help="scrapes and logs (default /tmp/kueue-federation-bench/compare-<time>)")
+    args = p.parse_args(argv)
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = [e for e in args.engines if e not in ENGINES]
+    if unknown or not args.engines or len(set(args.engines)) != len(args.engines):
+        p.error(f"--engines takes distinct names among {', '.join(ENGINES)}; got {','.join(args.engines)}")
+    if args.jobs < 1 or args.workers < 1 or args.nodes < 1:
+        p.error("--jobs, --workers and --nodes must be at least 1")
+    if args.lws < 0 or args.lws_replicas < 1 or args.lws_size < 1 or args.lws_rate <= 0 or args.rate < 0:
+        p.error("--lws and --rate must be >= 0; --lws-replicas, --lws-size and --lws-rate positive")
+    return args
+
+
+# ==============================================================================================
+# The workers' pods
+# ==============================================================================================
+
+
+@dataclass
+class RunningPods:
+    """Pods seen Running (or already Succeeded) on the workers, by owner (Job or LWS name)."""
+
+    first: dict[str, float] = field(default_factory=dict)  # owner -> first pod seen running
+    count: dict[str, int] = field(default_factory=dict)  # owner -> pods seen running
+    full: dict[str, float] = field(default_factory=dict)  # owner -> `expect` pods seen running
+    seen: set[str] = field(default_factory=set)  # pod uids counted
+    expect: dict[str, int] = field(default_factory=dict)  # owner -> pods it runs (LWS)
+
+    def observe(self, pod: Obj, now: float) -> None:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        owner = labels.get(POD_LABEL_JOB) or labels.get("job-name") or labels.get(POD_LABEL_LWS)
+        uid = meta.get("uid")
+        phase = (pod.get("status") or {}).get("phase")
+        if not owner or not uid or uid in self.seen or phase not in ("Running", "Succeeded"):
+            return
+        self.seen.add(uid)
+        self.first.setdefault(owner, now)
+        self.count[owner] = self.count.get(owner, 0) + 1
+        if owner not in self.full and self.count[owner] >= self.expect.get(owner, 1):
+            self.full[owner] = now
+
+
+def running_latencies(submitted: Mapping[str, float], reached: Mapping[str, float]) -> list[float]:
+    return [max(0.0, reached[name] - t) for name, t in submitted.items() if name in reached]
+
+
+# ==============================================================================================
+# One engine's run
+# ==============================================================================================
+
+
+class CompareRun:
+    def __init__(self, engine: Engine, args: argparse.Namespace, work_dir: Path) -> None:
+        self.engine = engine
+        self.args = args
+        # One directory per run: the fleet's saved logs are named <cluster>-<component>.log.
+        self.work_dir = work_dir / engine.name
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.fleet = Fleet(Path(f"{args.fleet_dir}-{engine.name}"), owned=True)
+        self.pods = RunningPods()
+        self.lws_submitted: dict[str, float] = {}
+        self.lws_skipped: str | None = None
+
+    def endpoints(self) -> dict[str, tuple[str, str | None]]:
+        """Every Kueue process's /metrics: label cluster/component -> (url, bearer token). Ours and
+        upstream's alike are HTTPS behind a TokenReview and a SubjectAccessReview: the token is the
+        fleet's metrics reader's (hack/localfleet.py makes one per cluster)."""
+        out: dict[str, tuple[str, str | None]] = {}
+        for name, c in self.fleet.clusters.items():
+            token = self.fleet.metrics_token(name)
+            if MANAGER_COMPONENT in c:
+                out[f"{name}/{MANAGER_COMPONENT}"] = (c[MANAGER_COMPONENT]["metrics"], token)
+            if "agent" in c:
+                out[f"{name}/{AGENT_COMPONENT}"] = (c["agent"]["metrics"], token)
+            if UPSTREAM_COMPONENT_STATE in c:
+                out[f"{name}/{UPSTREAM_COMPONENT}"] = (c[UPSTREAM_COMPONENT_STATE]["metrics"], token)
+        return out
+
+    async def scrape_all(self, tag: str) -> dict[str, list[Sample]]:
+        out = {}
+        for label, (url, token) in self.endpoints().items():
+            save = self.work_dir / f"{self.engine.name}-{label.replace('/', '-')}.{tag}.metrics.txt"
+            out[label] = await asyncio.to_thread(scrape, url, save, token)
+            if not out[label]:
+                say(f"no samples from {label} ({url})")
+        return out
+
+    async def scrape_apiservers(self, tag: str) -> dict[str, list[Sample]]:
+        """Every cluster's kube-apiserver /metrics (kubectl get --raw, the admin kubeconfig)."""
+        kubectl = load_localfleet().Binaries(self.fleet.state["versions"]).path("kubectl")
+        out = {}
+        for name, c in self.fleet.clusters.items():
+            save = self.work_dir / f"{self.engine.name}-{name}-apiserver.{tag}.metrics.txt"
+            text = await asyncio.to_thread(apiserver_metrics, kubectl, c["kubeconfig"], save)
+            out[name] = [] if text is None else parse_prometheus_text(text)
+        return out
+
+    async def watch_pods(self) -> list[Any]:
+        from kube_runtime import api
+        from kube_runtime.client import KubeClient
+        from kube_runtime.informer import Informer
+
+        informers = []
+        for worker in self.fleet.workers:
+            client = await KubeClient.from_kubeconfig_file(self.fleet.clusters[worker]["kubeconfig"])
+            informer = Informer(client, api.POD, namespace=NAMESPACE, name=f"bench-pods-{worker}")
+            informer.add_handler(
+                on_add=lambda pod: self.pods.observe(pod, time.monotonic()),
+                on_update=lambda _old, pod: self.pods.observe(pod, time.monotonic()),
+            )
+            informer.start()
+            informers.append((informer, client))
+        async with asyncio.timeout(60):
+            for informer, _ in informers:
+                await informer.wait_synced()
+        return informers
+
+    async def wait_running(self, names: Sequence[str], reached: Mapping[str, float], what: str) -> None:
+        deadline = time.monotonic() + self.args.running_timeout
+        while time.monotonic() < deadline:
+            missing = sum(1 for n in names if n not in reached)
+            if not missing:
+                return
+            await asyncio.sleep(0.2)
+        say(f"{what}: {sum(1 for n in names if n not in reached)} not seen Running on a worker in time")
+
+    async def measure(self) -> Obj:
+        args = self.args
+        informers = await self.watch_pods()
+        sampler = ProcessSampler(self.fleet.processes(), interval=0.5)
+        jobs_result: RunResult | None = None
+        lws_result = None
+        try:
+            before = await self.scrape_all("before")
+            apiservers_before = await self.scrape_apiservers("before")
+            sampler.start()
+            run_args = argparse.Namespace(
+                rate=args.rate,
+                clients=4,
+                concurrency=100,
+                keep_running=False,
+                set_managed_by=False,
+                timeout=phase_timeout(args, args.jobs),
+                progress_every=5.0,
+                keep_jobs=True,
+            )
+            run = FederationRun(self.fleet, run_args, "dispatch", args.jobs, self.work_dir)
+            jobs_result = await run.run()
+            print(format_result(jobs_result), flush=True)
+            if not jobs_result.timed_out:
+                await self.wait_running(run.names, self.pods.first, "Jobs")
+            self.lws_skipped = lws_skip_reason(args, jobs_result)
+            if self.lws_skipped:
+                say(f"LWS mix skipped: {self.lws_skipped}")
+            else:
+
+                def submitted(name: str, at: float) -> None:
+                    # Set before its pods can show up: an LWS counts as running with all of them.
+                    self.lws_submitted[name] = at
+                    self.pods.expect[name] = args.lws_replicas * args.lws_size
+
+                lws_result = await run_lws_mix(
+                    self.fleet.manager_kubeconfig,
+                    count=args.lws,
+                    replicas=args.lws_replicas,
+                    size=args.lws_size,
+                    rate=args.lws_rate,
+                    timeout_s=phase_timeout(args, args.lws * args.lws_replicas),
+                    cleanup=False,
+                    on_submitted=submitted,
+                )
+                print(format_lws_mix(lws_result), flush=True)
+                await self.wait_running(list(self.lws_submitted), self.pods.full, "LWS")
+            await sampler.stop()
+            after = await self.scrape_all("after")
+            apiservers_after = await self.scrape_apiservers("after")
+        finally:
+            for informer, client in informers:
+                with contextlib.suppress(Exception):
+                    await informer.stop()
+                with contextlib.suppress(Exception):
+                    await client.close()
+        cluster_of_host = {self.fleet.host_of(c): c for c in self.fleet.clusters}
+        job_submitted = {r.name: r.submitted for r in run.recorder.jobs.values() if r.submitted is not None}
+        summary = summarize(
+            self.engine,
+            args,
+            jobs_result,
+            running_latencies(job_submitted, self.pods.first),
+            lws_result,
+            running_latencies(self.lws_submitted, self.pods.full),
+            sampler.figures,
+            apiserver_requests(apiservers_before, apiservers_after),
+            apiserver_requests(apiservers_before, apiservers_after, KUEUE_GROUP),
+            requests_by_cluster(before, after, cluster_of_host),
+        )
+        summary["lws_skipped"] = self.lws_skipped
+        return summary
+
+    def run(self) -> Obj:
+        args = self.args
+        pods = max(args.jobs, args.lws * args.lws_replicas * args.lws_size)
+        try:
+            self.fleet.start(
+                args.workers,
+                node_size(pods, args.nodes),
+                self.engine.client_qps,
+                self.engine.client_burst,
+                upstream_kueue=self.engine.upstream_clusters,
+                extra_up_args=("--no-sample",),
+            )
+            say(f"{self.engine.name}: fleet up, machine load {loads(os.getloadavg())}")
+            return asyncio.run(self.measure())
+        finally:
+            self.fleet.stop(save_logs_to=self.work_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    set_prog("bench-compare")
+    end_on_sigterm()
+    work_dir = common.work_dir(args.work_dir, "compare-")
+    results: dict[str, Obj | None] = {}
+    failed = False
+    started = time.monotonic()
+    try:
+        for engine in engines(args):
+            say(f"== {engine.name} ({engine.client_budget()}), fleet {args.fleet_dir}-{engine.name}")
+            t0 = time.monotonic()
+            try:
+                results[engine.name] = CompareRun(engine, args, work_dir).run()
+                results[engine.name]["wall_s"] = time.monotonic() - t0
+            except BenchError as e:
+                say(f"{engine.name}: {e}")
+                results[engine.name] = None
+                failed = True
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    for summary in results.values():
+        if summary:
+            print(format_engine(summary), flush=True)
+            failed = failed or bool(summary["error"] or summary["timed_out"])
+    print(format_ratios(ratios(results)), flush=True)
+    if args.json:
+        meta = {
+            "date": utc_now(),
+            "cpus": os.cpu_count(),
+            "args": vars(args),
+            "wall_s": time.monotonic() - started,
+            "latency_to_running": "first pod (Job) / every pod (LWS) seen Running or Succeeded on its worker",
+            "api_requests_source": f"{APISERVER_REQUESTS} of every cluster's kube-apiserver",
+            "workDir": str(work_dir),
+        }
+        write_json(args.json, json_payload(results, meta))
+    say(f"scrapes and logs in {work_dir}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""bench.compare's pure parts: the engines (ours, upstream, upstream tuned) and their client budgets,
+one engine's summary (throughput, latencies to Admitted and to Running, CPU and RSS of the Kueue
+processes, API requests per Workload), the ours / upstream ratios and their tables."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.common import Obj
+from bench.federation_result import RunResult
+from bench.federation_run import METRIC_REQUESTS
+from bench.fleet import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, KUEUE_COMPONENTS
+from bench.procfs import ProcessFigures
+from bench.prom import APISERVER_REQUESTS, Sample, counter_delta, metric_by_label
+from bench.stats import Distribution, distribution, fmt, per, ratio, total
+
+ENGINES = ("ours", "upstream", "upstream_tuned")
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Upstream v0.19's clientConnection defaults (apis/config/v1beta2/defaults.go).
+UPSTREAM_DEFAULT_QPS = 300.0
+UPSTREAM_DEFAULT_BURST = 500
+# Figures divided ours / theirs; "higher" says which way is better.
+RATIO_KEYS: dict[str, str] = {
+    "throughput_wl_s": "higher",
+    "lws_groups_per_s": "higher",
+    "p99_admitted_s": "lower",
+    "p99_running_s": "lower",
+    "lws_p99_admitted_s": "lower",
+    "lws_p99_running_s": "lower",
+    "manager_cpu_s": "lower",
+    "manager_peak_rss_mib": "lower",
+    "workers_cpu_s": "lower",
+    "workers_peak_rss_mib": "lower",
+    "api_requests_per_wl": "lower",
+    "api_requests_per_wl_manager": "lower",
+    "api_requests_per_wl_workers": "lower",
+    "api_requests_per_wl_kueue_group": "lower",
+}
+
+
+# ==============================================================================================
+# Engines, summaries, ratios (pure)
+# ==============================================================================================
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    upstream_clusters: tuple[str, ...]  # clusters running upstream Kueue (all of them, or none)
+    client_qps: float | None  # None: the engine's default
+    client_burst: int | None
+
+    def client_budget(self) -> str:
+        if self.upstream_clusters:
+            qps = UPSTREAM_DEFAULT_QPS if self.client_qps is None else self.client_qps
+            burst = UPSTREAM_DEFAULT_BURST if self.client_burst is None else self.client_burst
+            if qps < 0:
+                return "qps unlimited (negative: client-side rate limiting off)"
+            return f"qps {qps:g} / burst {burst}"
+        qps = DEFAULT_CLIENT_QPS if self.client_qps is None else self.client_qps
+        burst = DEFAULT_CLIENT_BURST if self.client_burst is None else self.client_burst
+        return f"qps {qps:g} / burst {burst} per API resource"
+
+
+def engines(args: argparse.Namespace) -> list[Engine]:
+    """The runs `args.engines` asks for, in the order given."""
+    every = ("manager", *(f"worker{i}" for i in range(1, args.workers + 1)))
+    known = {
+        "ours": Engine("ours", (), args.client_qps, args.client_burst),
+        "upstream": Engine("upstream", every, None, None),
+        "upstream_tuned": Engine("upstream_tuned", every, args.tuned_qps, args.tuned_burst),
+    }
+    return [known[name] for name in args.engines]
+
+
+def phase_timeout(args: argparse.Namespace, workloads: int) -> float:
+    """--timeout, or 0.5 s per Workload of the phase within 60..600 s: a stalled engine ends the
+    run in bounded time (its unadmitted Workloads are reported) instead of holding the machine."""
+    if args.timeout is not None:
+        return args.timeout
+    return min(600.0, max(60.0, 0.5 * workloads))
+
+
+def lws_skip_reason(args: argparse.Namespace, jobs: RunResult) -> str | None:
+    """Why the LWS phase does not run after this Jobs phase (None: it runs). After a timed-out Jobs
+    phase its LWS would queue behind the Jobs still being dispatched: no LWS figure, just a longer run."""
+    if not args.lws:
+        return "--lws 0"
+    if jobs.error:
+        return f"the Jobs phase failed ({jobs.error})"
+    if jobs.timed_out:
+        return f"{jobs.submitted - jobs.admitted:,} Jobs were still not Admitted at the Jobs phase's timeout"
+    return None
+
+
+def workloads_of(args: argparse.Namespace) -> int:
+    """Workloads on the manager: one per Job, one per LWS group."""
+    return args.jobs + args.lws * args.lws_replicas
+
+
+def requests_by_cluster(
+    before: Mapping[str, Sequence[Sample]],
+    after: Mapping[str, Sequence[Sample]],
+    cluster_of_host: Mapping[str, str],
+) -> dict[str, float]:
+    """Requests every Kueue process sent between two scrapes, summed by the cluster whose apiserver
+    received them (rest_client_requests_total's `host`). Keys of before/after: process labels."""
+    out: dict[str, float] = {}
+    for label, samples in after.items():
+        delta = counter_delta(
+            metric_by_label(before.get(label) or [], METRIC_REQUESTS, "host"),
+            metric_by_label(samples, METRIC_REQUESTS, "host"),
+        )
+        for host, count in delta.items():
+            cluster = cluster_of_host.get(host, host)
+            out[cluster] = out.get(cluster, 0.0) + count
+    return out
+
+
+def summarize(
+    engine: Engine,
+    args: argparse.Namespace,
+    jobs: RunResult | None,
+    job_running: Sequence[float],
+    lws: Any,
+    lws_running: Sequence[float],
+    processes: Mapping[str, ProcessFigures],
+    requests: Mapping[str, float],
+    kueue_group_requests: Mapping[str, float] | None = None,
+    client_requests: Mapping[str, float] | None = None,
+) -> Obj:
+    """The figures of one engine's run (a JSON-ready dict). `requests`: every request each cluster's
+    apiserver served; `kueue_group_requests`: those of kueue.x-k8s.io; `client_requests`: those our
+    processes counted themselves, by destination cluster (upstream's cannot be read)."""
+    workloads = workloads_of(args)
+    to_admitted = jobs.to_admitted if jobs else Distribution()
+    running = distribution(job_running)
+    lws_admitted = (lws.to_placed if lws is not None else None) or Distribution()
+    lws_run = distribution(lws_running)
+    kueue = {
+        label: {"cpu_s": f.cpu_s, "peak_rss_mib": f.peak_rss_mib, "pid": f.pid}
+        for label, f in sorted(processes.items())
+        if label.partition("/")[2] in KUEUE_COMPONENTS
+    }
+
+    def on(cluster_test: Callable[[str], bool], key: str) -> float | None:
+        return total([v[key] for label, v in kueue.items() if cluster_test(label.partition("/")[0])])
+
+    manager_requests = requests.get("manager")
+    worker_requests = total([v for c, v in requests.items() if c.startswith("worker")])
+    return {
+        "engine": engine.name,
+        "kueue": "ours" if not engine.upstream_clusters else "upstream",
+        "client_budget": engine.client_budget(),
+        "jobs": args.jobs,
+        "lws": args.lws,
+        "workloads": workloads,
+        "jobs_submitted": jobs.submitted if jobs else 0,
+        "jobs_admitted": jobs.admitted if jobs else 0,
+        "jobs_running_seen": len(job_running),
+        "lws_placed": lws.placed if lws is not None else 0,
+        "lws_running_seen": len(lws_running),
+        "timed_out": bool((jobs and jobs.timed_out) or (lws is not None and lws.timed_out)),
+        "error": (jobs.error if jobs else None) or (lws.error if lws is not None else None),
+        "throughput_wl_s": jobs.throughput_per_s if jobs else None,
+        "p50_admitted_s": to_admitted.p50,
+        "p95_admitted_s": to_admitted.p95,
+        "p99_admitted_s": to_admitted.p99,
+        "p50_running_s": running.p50,
+        "p95_running_s": running.p95,
+        "p99_running_s": running.p99,
+        "lws_groups_per_s": lws.groups_per_s if lws is not None else None,
+        "lws_p50_admitted_s": lws_admitted.p50,
+        "lws_p95_admitted_s": lws_admitted.p95,
+        "lws_p99_admitted_s": lws_admitted.p99,
+        "lws_p50_running_s": lws_run.p50,
+        "lws_p95_running_s": lws_run.p95,
+        "lws_p99_running_s": lws_run.p99,
+        "processes": kueue,
+        "manager_cpu_s": on(lambda c: c == "manager", "cpu_s"),
+        "manager_peak_rss_mib": on(lambda c: c == "manager", "peak_rss_mib"),
+        "workers_cpu_s": on(lambda c: c != "manager", "cpu_s"),
+        "workers_peak_rss_mib": on(lambda c: c != "manager", "peak_rss_mib"),
+        "api_requests_source": f"{APISERVER_REQUESTS} of each cluster's kube-apiserver (all clients)",
+        "api_requests": dict(sorted(requests.items())),
+        "api_requests_kueue_group": dict(sorted((kueue_group_requests or {}).items())),
+        "api_requests_per_wl_kueue_group": per(total(list((kueue_group_requests or {}).values())), workloads),
+        "kueue_client_requests": dict(sorted((client_requests or {}).items())),
+        "api_requests_per_wl": per(total([manager_requests, worker_requests]), workloads),
+        "api_requests_per_wl_manager": per(manager_requests, workloads),
+        "api_requests_per_wl_workers": per(worker_requests, workloads),
+    }
+
+
+def ratios(results: Mapping[str, Obj | None]) -> dict[str, dict[str, float | None]]:
+    """ours / each upstream run, for every figure of RATIO_KEYS ({} without ours)."""
+    ours = results.get("ours")
+    if not ours:
+        return {}
+    out = {}
+    for name in ("upstream", "upstream_tuned"):
+        theirs = results.get(name)
+        if theirs:
+            out[f"ours/{name}"] = {key: ratio(ours.get(key), theirs.get(key)) for key in RATIO_KEYS}
+    return out
+
+
+def json_payload(results: Mapping[str, Obj | None], meta: Obj) -> Obj:
+    """What --json writes: one entry per engine (null when not run), the ratios, the run's context."""
+    payload: Obj = {name: results.get(name) for name in ENGINES}
+    payload["ratios"] = ratios(results)
+    payload["meta"] = meta
+    return payload
+
+
+def format_engine(summary: Obj) -> str:
+    n = summary["workloads"]
+
+    def dist(prefix: str) -> str:
+        values = [summary[f"{prefix.replace('*', q)}"] for q in ("p50", "p95", "p99")]
+        if all(v is None for v in values):
+            return "n/a"
+        return " / ".join(fmt(v, digits=3) for v in values) + " s"
+
+    rows = [
+        (
+            "Jobs submitted / Admitted / pods Running seen",
+            " / ".join(f"{summary[k]:,}" for k in ("jobs_submitted", "jobs_admitted", "jobs_running_seen")),
+        ),
+        ("throughput, Job Workloads Admitted on the manager", fmt(summary["throughput_wl_s"], "/s")),
+        ("Job submitted -> Admitted (manager) p50/p95/p99", dist("*_admitted_s")),
+        ("Job submitted -> pod Running (worker) p50/p95/p99", dist("*_running_s")),
+        (
+            "LWS placed whole / all pods Running seen",
+            f"{summary['lws_placed']} / {summary['lws_running_seen']}",
+        ),
+        ("LWS groups Admitted per second", fmt(summary["lws_groups_per_s"], "/s")),
+        ("LWS submitted -> all groups Admitted p50/p95/p99", dist("lws_*_admitted_s")),
+        ("LWS submitted -> all pods Running p50/p95/p99", dist("lws_*_running_s")),
+    ]
+    for label, p in summary["processes"].items():
+        rows.append((f"{label}: CPU / peak RSS", f"{fmt(p['cpu_s'], 's')} / {fmt(p['peak_rss_mib'], 'MiB')}"))
+    rows += [
+        (
+            "manager cluster Kueue: CPU / peak RSS (sum)",
+            f"{fmt(summary['manager_cpu_s'], 's')} / {fmt(summary['manager_peak_rss_mib'], 'MiB')}",
+        ),
+        (
+            "worker clusters Kueue: CPU / peak RSS (sum)",
+            f"{fmt(summary['workers_cpu_s'], 's')} / {fmt(summary['workers_peak_rss_mib'], 'MiB')}",
+        ),
+    ]
+    group = summary["api_requests_kueue_group"]
+    for cluster, count in summary["api_requests"].items():
+        rows.append(
+            (
+                f"{cluster} apiserver requests per Workload: all / {KUEUE_GROUP}",
+                f"{fmt(per(count, n), digits=2)} / {fmt(per(group.get(cluster), n), digits=2)}",
+            )
+        )
+    rows.append(
+        (
+            "apiserver requests per Workload, every cluster: all / " + KUEUE_GROUP,
+            f"{fmt(summary['api_requests_per_wl'], digits=2)} / "
+            f"{fmt(summary['api_requests_per_wl_kueue_group'], digits=2)}",
+        )
+    )
+    for cluster, count in summary["kueue_client_requests"].items():
+        rows.append(
+            (f"our Kueue processes' own requests to {cluster} per Workload", fmt(per(count, n), digits=2))
+        )
+    width = max(len(r[0]) for r in rows)
+    lines = [
+        f"== {summary['engine']}: {summary['kueue']} Kueue, client {summary['client_budget']}, "
+        f"{n:,} Workloads"
+    ]
+    if summary["error"]:
+        lines.append(f"   ERROR: {summary['error']}")
+    if summary["timed_out"]:
+        lines.append("   TIMED OUT: some Workloads were not seen Admitted")
+    if summary.get("lws_skipped"):
+        lines.append(f"   LWS mix skipped: {summary['lws_skipped']}")
+    lines += [f"   {name.ljust(width)}  {value}" for name, value in rows]
+    return "\n".join(lines)
+
+
+def format_ratios(table: Mapping[str, Mapping[str, float | None]]) -> str:
+    if not table:
+        return "== ratios: n/a (ours and at least one upstream run are needed)"
+    columns = list(table)
+    lines = ["== ratios ours / upstream (throughput: higher is better for ours; the rest: lower is)"]
+    width = max(len(k) for k in RATIO_KEYS)
+    lines.append("   " + "figure".ljust(width) + "".join(f"  {c:>22}" for c in columns))
+    for key in RATIO_KEYS:
+        cells = "".join(f"  {fmt(table[c].get(key), digits=2):>22}" for c in columns)
+        lines.append(f"   {key.ljust(width)}{cells}")
+    return "\n".join(lines)

@@ -921,6 +921,16 @@ def name_conflict_message(kind: str, namespace: str, name: str, worker: str) -> 
     )
 
 
+def kind_not_served_message(resource: Resource, worker: str) -> str:
+    """Ours: a worker excluded for a Workload because it does not serve its job's kind (no CRD)."""
+    crd = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+    version = f"{resource.group}/{resource.version}" if resource.group else resource.version
+    return (
+        f"{resource.kind} is not served on {go_quote(worker)}: the CRD {crd} ({version}) "
+        "is not installed there"
+    )
+
+
 def admitted_on_worker_message(worker: str) -> str:
     """ACS Ready message (no Previously suffix) and the Normal `MultiKueue` event."""
     return f"The workload was admitted on {go_quote(worker)}"

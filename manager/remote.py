@@ -22,7 +22,7 @@ import aiohttp
 import structlog
 
 from kube_runtime import api, conversion
-from kube_runtime.client import ConnectionLost, KubeClient, NotFound, Unauthorized
+from kube_runtime.client import ConnectionLost, KubeClient, Unauthorized
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, Transform, compact, object_key
@@ -112,6 +112,9 @@ class RemoteClient:
         self.failed_attempts = 0
         self.next_attempt: dt.datetime | None = None
         self._informers: dict[api.Resource, Informer] = {}
+        # Job kinds (not Kueue's own) whose CRD the worker did not serve when connecting.
+        self.missing: set[api.Resource] = set()
+        self._failed: Callable[[BaseException], None] = lambda exc: None
         self._failure: asyncio.Event | None = None
         self._last_error = ""
         # (plural, namespace/name) -> (deleted at, last state) of finished objects that left the
@@ -215,25 +218,10 @@ class RemoteClient:
             if self.connected:
                 self._lost()
 
+        self._failed = failed
         for resource, keys_for in self._watched:
-            informer = Informer(
-                kube,
-                resource,
-                label_selector=f"{api.LABEL_MULTIKUEUE_ORIGIN}={self.origin}",
-                inactivity_timeout=self._inactivity_timeout,
-                watch_timeout=max(5, int(self._inactivity_timeout / 2)),
-                name=f"{self.name}/{resource.plural}",
-                on_failure=failed,
-                transform=self._transforms.get(resource, compact),
-            )
-            handler = self._handler(keys_for)
-            informer.add_handler(
-                on_add=handler,
-                on_update=lambda _old, new, h=handler: h(new),
-                on_delete=self._deleted_handler(resource, handler),
-            )
-            self._informers[resource] = informer
-            informer.start()
+            if resource not in self.missing:
+                self._watch(kube, resource, keys_for)
         synced = asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
         failed_wait = asyncio.ensure_future(failure.wait())
         try:
@@ -267,12 +255,57 @@ class RemoteClient:
         log.info("Kueue API version on the worker", cluster=self.name, version=chosen)
         # A group can be served while one of its CRDs is missing (deleted, or a partial install):
         # name that resource instead of failing later with the informer's bare 404.
+        # A job kind's CRD missing (JobSet on a worker that runs only Jobs) fails no connection: only
+        # that kind's Workloads skip this worker (`serves_kind`), saying so.
+        self.missing = set()
         for resource, _ in self._watched:
             wire = dataclasses.replace(resource, version=chosen) if resource.group == api.GROUP else resource
-            if not await _serves(kube, wire):
-                install = "install Kueue's CRDs there" if resource.group == api.GROUP else "install it there"
+            if not await kube.serves(wire):
                 served = f"{wire.plural}.{wire.group or 'core'}/{wire.version}"
-                raise ConnectError(f"the worker does not serve {served}: {install}")
+                if resource.group != api.GROUP:
+                    log.warning("the worker does not serve a job kind", cluster=self.name, resource=served)
+                    self.missing.add(resource)
+                    continue
+                raise ConnectError(f"the worker does not serve {served}: install Kueue's CRDs there")
+
+    def _watch(
+        self, kube: KubeClient, resource: api.Resource, keys_for: Callable[[Obj], list[str]]
+    ) -> Informer:
+        informer = Informer(
+            kube,
+            resource,
+            label_selector=f"{api.LABEL_MULTIKUEUE_ORIGIN}={self.origin}",
+            inactivity_timeout=self._inactivity_timeout,
+            watch_timeout=max(5, int(self._inactivity_timeout / 2)),
+            name=f"{self.name}/{resource.plural}",
+            on_failure=self._failed,
+            transform=self._transforms.get(resource, compact),
+        )
+        handler = self._handler(keys_for)
+        informer.add_handler(
+            on_add=handler,
+            on_update=lambda _old, new, h=handler: h(new),
+            on_delete=self._deleted_handler(resource, handler),
+        )
+        self._informers[resource] = informer
+        informer.start()
+        return informer
+
+    async def serves_kind(self, resource: api.Resource) -> bool:
+        """Whether the worker serves this job kind. A kind missing when the connection was made is
+        asked for again (one discovery GET) and, once served, watched from then on: installing the
+        JobSet CRD on a worker needs no reconnect."""
+        if resource not in self.missing:
+            return True
+        kube = self.kube
+        if kube is None or not self.connected or not await kube.serves(resource):
+            return False
+        if resource in self.missing:
+            self.missing.discard(resource)
+            keys_for = next(k for r, k in self._watched if r == resource)
+            await self._watch(kube, resource, keys_for).wait_synced()
+            log.info("the worker serves a job kind now", cluster=self.name, resource=resource.plural)
+        return True
 
     def _handler(self, keys_for: Callable[[Obj], list[str]]) -> Callable[[Obj], None]:
         def handle(obj: Obj) -> None:
@@ -308,15 +341,6 @@ class RemoteClient:
     async def close(self) -> None:
         self.mark_disconnected()
         await self.stop_watches()
-
-
-async def _serves(kube: KubeClient, resource: api.Resource) -> bool:
-    """Whether the server's discovery lists `resource` in its group-version."""
-    try:
-        doc = await kube.request("GET", resource.group_prefix)
-    except NotFound:
-        return False
-    return any(r.get("name") == resource.plural for r in (doc or {}).get("resources") or ())
 
 
 def describe_error(

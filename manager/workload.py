@@ -452,7 +452,9 @@ class WorkloadReconciler:
         conflicts = {}
         for cluster, client in sorted(group.available.items()):
             if group.remotes.get(cluster) is None:
-                if await self._name_taken(client, adapter, namespace, owner_name):
+                if not await client.serves_kind(adapter.resource):
+                    conflicts[cluster] = api.kind_not_served_message(adapter.resource, cluster)
+                elif await self._name_taken(client, adapter, namespace, owner_name):
                     kind = adapter.resource.kind
                     conflicts[cluster] = api.name_conflict_message(kind, namespace, owner_name, cluster)
         return conflicts

@@ -607,7 +607,12 @@ def test_localfleet_points_our_webhooks_at_the_local_agent(tmp_path):
     assert (config.webhook_host, config.webhook_port) == ("127.0.0.1", 19443)
     assert config.leader_elect and config.leader_election_namespace == "kueue-system"
     assert config.health_probe_bind_address == "127.0.0.1:2"
-    assert set(config.frameworks) == {"batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"}
+    assert set(config.frameworks) == {
+        "batch/job",
+        "pod",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+        "jobset.x-k8s.io/jobset",
+    }
 
 
 async def test_server_answers_admission_reviews_over_tls(tmp_path):

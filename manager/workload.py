@@ -207,6 +207,9 @@ class WorkloadReconciler:
         self.enqueue = enqueue or (lambda _key: None)
         # Deleted Workloads, kept until their remote objects are gone (§2.3).
         self.deleted: dict[str, Obj] = {}
+        # Workload key -> (owner GVK, owner name), kept while the Workload is tracked: a finished
+        # Workload may lose its owner reference before its copies are cleaned up.
+        self._owners: dict[str, tuple[str, str]] = {}
 
     def remember_deleted(self, wl: Obj) -> None:
         self.deleted[object_key(wl)] = wl
@@ -221,6 +224,10 @@ class WorkloadReconciler:
                 return check, state
         return None
 
+    def forget(self, key: str) -> None:
+        self.metrics.forget(key)
+        self._owners.pop(key, None)
+
     def resolve_adapter(self, wl: Obj) -> tuple[Adapter | None, str, str]:
         """(adapter, owner name, owner GVK) from the job-owner annotations, else the controller
         owner reference, else the first owner reference."""
@@ -232,9 +239,15 @@ class WorkloadReconciler:
             return self.adapters[gvk], owner_name, gvk
         refs = meta.get("ownerReferences") or []
         ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        key = object_key(wl)
         if ref is None:
-            return None, "", ""
+            # Its job deleted, the Workload loses its owner reference as it is finished: the owner seen
+            # before still names what to clean up on the workers.
+            gvk, owner_name = self._owners.get(key, ("", ""))
+            return self.adapters.get(gvk), owner_name, gvk
         gvk = owner_gvk(ref)
+        if gvk in self.adapters:
+            self._owners[key] = (gvk, ref.get("name", ""))
         return self.adapters.get(gvk), ref.get("name", ""), gvk
 
     def read_group(self, wl: Obj, check: Obj) -> Group:
@@ -261,10 +274,13 @@ class WorkloadReconciler:
         found = self.multikueue_check(wl)
         if found is None or found[1].get("state") == api.CHECK_STATE_REJECTED:
             self.deleted.pop(key, None)
-            self.metrics.forget(key)
+            self.forget(key)
             return None
         check, state = found
         adapter, owner_name, gvk = self.resolve_adapter(wl)
+        if adapter is None and wlutil.is_finished(wl):
+            self.forget(key)  # finished, its owner gone before this manager saw it: nothing to run or mirror
+            return None
         if adapter is None:
             message = api.no_adapter_for_owner_message(gvk) if gvk else api.MSG_NO_ADAPTER
             await self.update_check_state(wl, state, api.CHECK_STATE_REJECTED, message)
@@ -291,7 +307,7 @@ class WorkloadReconciler:
                 # Kept until the unreachable workers are back: their replayed copies bring us here again.
                 return Result(requeue_after=self.worker_lost_timeout)
             self.deleted.pop(key, None)
-            self.metrics.forget(key)
+            self.forget(key)
             return None
         return await self.reconcile_group(wl, state, adapter, owner_name, group)
 
@@ -311,7 +327,7 @@ class WorkloadReconciler:
             if errors:
                 raise DispatchError("; ".join(errors))
             if wlutil.is_finished(wl):
-                self.metrics.forget(key)
+                self.forget(key)
             elif state.get("state") == api.CHECK_STATE_RETRY:
                 # Retry asks for an eviction; without quota there is nothing left to evict, and a
                 # Retry check would keep the Workload inadmissible: it may try again.
@@ -342,7 +358,7 @@ class WorkloadReconciler:
             reason, message = condition.get("reason", ""), condition.get("message", "")
             wlutil.set_condition(updated, api.WORKLOAD_FINISHED, "True", reason, message, self.clock.now())
             await wlutil.apply_admission_status(self.kube, updated, strict=True)
-            self.metrics.forget(key)
+            self.forget(key)
             return None
 
         # 3. Evicted on its worker: Retry, so that the manager evicts and requeues it.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import signal
 from dataclasses import dataclass, field
@@ -284,10 +285,12 @@ class MultiKueueEnv:
                     problems.append(f"{name}: admitted on {cluster!r}, copies on {holders}")
                     continue
                 placed[name] = cluster
-                owner = _job_owner(wl)
-                job = await self.remote(cluster, api.JOB, owner) if owner else None
+                resource, owner = _job_owner(wl)
+                job = await self.remote(cluster, resource, owner) if owner else None
                 if owner and (job is None or (job.get("spec") or {}).get("suspend")):
-                    problems.append(f"{name}: admitted on {cluster} where its Job is missing or suspended")
+                    problems.append(
+                        f"{name}: admitted on {cluster} where its {resource.kind} is missing or suspended"
+                    )
                 continue
             if _true(wl, api.WORKLOAD_EVICTED) and _true(wl, api.WORKLOAD_QUOTA_RESERVED):
                 problems.append(f"{name}: evicted but still holding quota")
@@ -307,6 +310,12 @@ class MultiKueueEnv:
         for job in jobs:
             if (job.get("spec") or {}).get("suspend") and (job.get("status") or {}).get("active"):
                 problems.append(f"Job {job['metadata']['name']}: suspended with active pods counted")
+        if self.frameworks and api.FRAMEWORK_JOB_SET in self.frameworks:
+            job_sets, _ = await self.manager_kube.list(api.JOB_SET, namespace=self.namespace)
+            for js in job_sets:
+                statuses = (js.get("status") or {}).get("replicatedJobsStatus") or ()
+                if (js.get("spec") or {}).get("suspend") and any(r.get("active") for r in statuses):
+                    problems.append(f"JobSet {js['metadata']['name']}: suspended with active Jobs counted")
         return problems
 
     async def assert_invariants(self, lost: tuple[str, ...] = (), settle: float = 40) -> None:
@@ -394,9 +403,14 @@ def _ours(obj: Obj, origin: str) -> bool:
     return (obj["metadata"].get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN) == origin
 
 
-def _job_owner(wl: Obj) -> str:
+def _job_owner(wl: Obj) -> tuple[api.Resource, str]:
+    """The job object (a batch/v1 Job or a JobSet) that owns a Workload; "" for other owners."""
     refs = wl["metadata"].get("ownerReferences") or ()
-    return next((r["name"] for r in refs if r.get("kind") == "Job"), "")
+    for resource in (api.JOB, api.JOB_SET):
+        name = next((r["name"] for r in refs if r.get("kind") == resource.kind), "")
+        if name:
+            return resource, name
+    return api.JOB, ""
 
 
 @contextlib.asynccontextmanager
@@ -515,6 +529,36 @@ async def multikueue(
 
 
 __all__ = ["MultiKueueEnv", "check_state", "condition", "eventually", "mk_job", "multikueue", "observed"]
+
+
+# The frameworks of a manager that federates JobSets (and Jobs).
+JOB_SET_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
+
+
+def job_set(
+    name: str, workers: int = 2, cpu: str = "1", keep_running: bool = False, queue: str = "main"
+) -> Obj:
+    """The setup guide's shape of JobSet, queued to `queue`: a `leader` Job of one pod and a `workers`
+    Job of `workers` pods, `cpu` each (total 1 + workers pods)."""
+    pod: Obj = {
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+        }
+    }
+    if keep_running:
+        pod["metadata"] = {"annotations": {KEEP_RUNNING_ANNOTATION: "true"}}
+
+    def replicated(rj: str, pods: int) -> Obj:
+        job = {"parallelism": pods, "completions": pods, "backoffLimit": 0, "template": copy.deepcopy(pod)}
+        return {"name": rj, "replicas": 1, "template": {"spec": job}}
+
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: queue}},
+        "spec": {"replicatedJobs": [replicated("leader", 1), replicated("workers", workers)]},
+    }
 
 
 # The frameworks of a manager that federates LeaderWorkerSets (and the pods they make).

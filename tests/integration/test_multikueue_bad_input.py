@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from admission_kit import consistently
+from admission_kit import consistently, running_agent
 from multikueue_kit import (
     CONFIG_NAMESPACE,
+    JOB_SET_FRAMEWORKS,
     LWS_FRAMEWORKS,
     check_state,
     condition,
     eventually,
+    job_set,
     lws,
     mk_job,
     multikueue,
@@ -317,6 +319,102 @@ async def test_a_worker_without_kueue_or_with_no_version_we_speak_is_named(fleet
             await eventually(check_names_it_inactive, timeout=30)
     finally:
         await _localfleet(run_dir, "down")
+
+
+async def test_a_worker_without_the_jobset_crd_takes_jobs_but_no_jobsets(fleet, kube, namespace):
+    """A cluster of its own without the JobSet CRD (`up --workers 0 --no-jobset`), our agent on it:
+    its MultiKueueCluster stays Active and Jobs are dispatched there, while a JobSet goes to worker1
+    only; with that cluster alone, a JobSet waits and its check names the missing CRD."""
+    run_dir = Path(f"/dev/shm/kf-nojs-{uuid.uuid4().hex[:8]}")
+    try:
+        await _localfleet(run_dir, "up", "--workers", "0", "--no-smoke", "--no-jobset")
+        admin = await asyncio.to_thread((run_dir / "manager" / "admin.kubeconfig").read_text)
+        async with (
+            await KubeClient.from_kubeconfig_dict(yaml.safe_load(admin)) as bare,
+            multikueue(
+                fleet, kube, namespace, worker_cpu={"worker1": "4"}, frameworks=JOB_SET_FRAMEWORKS
+            ) as env,
+        ):
+            (good,) = env.clusters
+            await bare.create(
+                api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+            await env.add_queues(bare, "4")
+            name = f"{env.prefix}-nojs"
+            async with running_agent(bare, {"integrations": {"frameworks": JOB_SET_FRAMEWORKS}}):
+                await env.put_secret(f"{name}-secret", admin)
+                await env.add_cluster(name)
+                await use_clusters(env, [good, name])
+                await eventually(cluster_state_is(env, name, ("True", "Active", "Connected")), timeout=40)
+
+                body = job_set("js")
+                body["spec"].update(suspend=True, managedBy=api.MANAGED_BY_MULTIKUEUE)
+                await kube.create(api.JOB_SET, body, namespace=namespace)
+                await eventually(lambda: _jobset_workload(env, "js"), timeout=30)
+                wl = await _jobset_workload(env, "js")
+
+                async def placed():
+                    current = await env.get(kube, api.WORKLOAD, wl["metadata"]["name"], namespace)
+                    return (current.get("status") or {}).get("clusterName")
+
+                assert await eventually(placed, timeout=60) == good
+                assert not [w for w in (await bare.list(api.WORKLOAD, namespace=namespace))[0]]
+
+                # Jobs still go there: a Job's Workload copy reaches the cluster without the CRD.
+                await kube.create(api.JOB, mk_job("plain", keep_running=True), namespace=namespace)
+
+                async def copy_there():
+                    items, _ = await bare.list(api.WORKLOAD, namespace=namespace)
+                    return items or None
+
+                await eventually(copy_there, timeout=40)
+                plain = await eventually(lambda: env.job_workload("plain"))
+                await kube.delete(api.JOB, "plain", namespace)
+
+                async def plain_gone():
+                    """Deleted, or finished (OwnerNotFound) by the manager's agent: this fleet's manager
+                    cluster runs no garbage collector."""
+                    current = await env.get(kube, api.WORKLOAD, plain["metadata"]["name"], namespace)
+                    return current is None or condition(current, api.WORKLOAD_FINISHED) is not None or None
+
+                await eventually(plain_gone, timeout=60)
+                # Its copy on worker1 goes although the finished Workload lost its owner reference.
+                await env.wait_copies_gone(good, plain["metadata"]["name"])
+
+                # That cluster alone: the next JobSet waits, its check naming the missing CRD.
+                await use_clusters(env, [name])
+                body = job_set("waits")
+                body["spec"].update(suspend=True, managedBy=api.MANAGED_BY_MULTIKUEUE)
+                await kube.create(api.JOB_SET, body, namespace=namespace)
+                waiting = await eventually(lambda: _jobset_workload(env, "waits"), timeout=30)
+                expected = api.kind_not_served_message(api.JOB_SET, name)
+                assert expected == (
+                    f'JobSet is not served on "{name}": the CRD jobsets.jobset.x-k8s.io '
+                    "(jobset.x-k8s.io/v1alpha2) is not installed there"
+                )
+
+                async def says_why():
+                    current = await env.get(kube, api.WORKLOAD, waiting["metadata"]["name"], namespace)
+                    state = check_state(current, env.check)
+                    return state if state and state["message"] == expected else None
+
+                state = await eventually(says_why, timeout=40)
+                assert state["state"] == "Pending"
+                await kube.delete(api.JOB_SET, "waits", namespace)
+                await use_clusters(env, [good])
+    finally:
+        await _localfleet(run_dir, "down")
+
+
+async def _jobset_workload(env, name: str) -> dict | None:
+    items, _ = await env.manager_kube.list(api.WORKLOAD, namespace=env.namespace)
+    for wl in items:
+        if any(
+            r.get("kind") == "JobSet" and r.get("name") == name
+            for r in wl["metadata"].get("ownerReferences") or ()
+        ):
+            return wl
+    return None
 
 
 def _versions(crd: dict) -> list[str]:

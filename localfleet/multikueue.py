@@ -39,6 +39,7 @@ SETUP_NAMESPACE = "default"
 SETUP_ADMISSION_CHECK = "sample-multikueue"
 SETUP_MULTIKUEUE_CONFIG = "multikueue-test"
 SAMPLE_JOB_FILE = REPO / "examples" / "multikueue" / "sample-job.yaml"
+SAMPLE_JOBSET_FILE = REPO / "examples" / "multikueue" / "sample-jobset.yaml"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 # The sample LWS `up --setup-multikueue` (and `sample-lws`) submits on the manager.
@@ -371,8 +372,10 @@ def sample_lws_next_steps(
     worker_env_index: int,
     running_pods: int,
     upstream_manager: bool = False,
+    jobset: bool = True,
 ) -> str:
-    """Where the sample runs and how to look at it from the manager and from its worker."""
+    """Where the sample runs and how to look at it from the manager and from its worker; then how to
+    run the sample JobSet (when the fleet has the JobSet controller)."""
     name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
     manager = 'kubectl --kubeconfig "$KUBECONFIG_MANAGER"'
     on_worker = f'kubectl --kubeconfig "$KUBECONFIG_WORKER{worker_env_index}"'
@@ -404,6 +407,17 @@ def sample_lws_next_steps(
             "",
             f"# Remove it (the manager removes the copy, its pods and Workloads on {worker}):",
             f"{manager} delete lws {name} -n {namespace}",
+            *(
+                [
+                    "",
+                    "# The sample JobSet (a leader and two workers), run through the manager on a worker;",
+                    "# its status on the manager ends Completed (docs/jobset.md):",
+                    f"{manager} create -f {SAMPLE_JOBSET_FILE.relative_to(REPO)}",
+                    f"{manager} get jobsets,workloads -n {namespace}",
+                ]
+                if jobset
+                else []
+            ),
         ]
     )
 
@@ -465,7 +479,13 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
     running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
     log(f"the sample LeaderWorkerSet is ready on {worker} after {fmt_duration(time.monotonic() - t0)}")
     steps = sample_lws_next_steps(
-        localfleet_command(state.run_dir), lws, worker, workers.index(worker) + 1, running, upstream_manager
+        localfleet_command(state.run_dir),
+        lws,
+        worker,
+        workers.index(worker) + 1,
+        running,
+        upstream_manager,
+        jobset=(state.data.get("options") or {}).get("jobset", True),
     )
     print(steps)
     return worker

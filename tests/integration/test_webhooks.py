@@ -37,11 +37,12 @@ def free_port() -> int:
 
 
 def webhook_configurations(token: str, port: int) -> tuple[Obj, Obj]:
-    """Our six webhooks as URL clientConfigs, limited to namespaces labelled with the token."""
+    """Our eight webhooks as URL clientConfigs, limited to namespaces labelled with the token."""
     rules = {
         "job": ("batch", "v1", "jobs"),
         "pod": ("", "v1", "pods"),
         "leaderworkerset": ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        "jobset": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     }
     paths = {
         ("job", True): api.WEBHOOK_PATH_MUTATE_JOB,
@@ -50,6 +51,8 @@ def webhook_configurations(token: str, port: int) -> tuple[Obj, Obj]:
         ("pod", False): api.WEBHOOK_PATH_VALIDATE_POD,
         ("leaderworkerset", True): api.WEBHOOK_PATH_MUTATE_LEADER_WORKER_SET,
         ("leaderworkerset", False): api.WEBHOOK_PATH_VALIDATE_LEADER_WORKER_SET,
+        ("jobset", True): api.WEBHOOK_PATH_MUTATE_JOB_SET,
+        ("jobset", False): api.WEBHOOK_PATH_VALIDATE_JOB_SET,
     }
     configs = []
     for mutating in (True, False):
@@ -138,7 +141,14 @@ async def webhook_env(kube, tmp_path):
             "namespace": namespaces[2],
             "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(tmp_path / "certs")},
             "internalCertManagement": {"webhookSecretName": f"webhook-certs-{token}"},
-            "integrations": {"frameworks": ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]},
+            "integrations": {
+                "frameworks": [
+                    "batch/job",
+                    "pod",
+                    "leaderworkerset.x-k8s.io/leaderworkerset",
+                    "jobset.x-k8s.io/jobset",
+                ]
+            },
         }
     )
     mutating, validating = webhook_configurations(token, port)
@@ -296,6 +306,15 @@ async def test_job_of_a_multikueue_cluster_queue_gets_managed_by(webhook_env, cl
 
     assert await eventually(managed_by) == api.MULTIKUEUE_CONTROLLER_NAME
 
+    # A JobSet queued there: suspended and managed by MultiKueue as well (upstream defaults JobSets too).
+    async def job_set_managed_by() -> Obj | None:
+        obj = await dry_run_create(kube, api.JOB_SET, job_set_obj("mk", {api.LABEL_QUEUE_NAME: "mk"}), ns)
+        return obj if obj["spec"].get("managedBy") else None
+
+    created = await eventually(job_set_managed_by)
+    assert created["spec"]["managedBy"] == api.MULTIKUEUE_CONTROLLER_NAME
+    assert created["spec"]["suspend"] is True
+
 
 async def test_pod_with_queue_name_is_gated_and_finalized(webhook_env):
     kube, ns = webhook_env["kube"], webhook_env["namespaces"][0]
@@ -344,6 +363,31 @@ async def test_lws_pod_templates_are_stamped(webhook_env):
         assert meta["annotations"][api.ANNOTATION_POD_SUSPENDING_PARENT] == api.FRAMEWORK_LEADER_WORKER_SET
         assert meta["annotations"][api.ANNOTATION_POD_GROUP_SERVING] == "true"
         assert meta["labels"][api.LABEL_QUEUE_NAME] == "serving"
+
+
+def job_set_obj(name: str, labels: Obj | None = None) -> Obj:
+    job = job_obj("unused")["spec"]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": job}}]},
+    }
+
+
+async def test_a_queued_jobset_is_suspended_and_a_bad_one_refused_naming_the_field(webhook_env):
+    kube, ns = webhook_env["kube"], webhook_env["namespaces"][0]
+    created = await kube.create(
+        api.JOB_SET, job_set_obj("queued", {api.LABEL_QUEUE_NAME: "some-queue"}), namespace=ns
+    )
+    assert created["spec"]["suspend"] is True
+    with pytest.raises(ApiError) as err:
+        await kube.create(api.JOB_SET, job_set_obj("bad", {api.LABEL_QUEUE_NAME: "Bad_Name"}), namespace=ns)
+    assert err.value.code == 403
+    assert err.value.message.startswith(
+        'admission webhook "vjobset.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/queue-name]: '
+        'Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric'
+    )
 
 
 async def test_invalid_queue_name_is_rejected_with_a_clear_message(webhook_env):

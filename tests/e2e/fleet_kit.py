@@ -205,7 +205,11 @@ def cpu_quota_patch(cq: dict, cpu: str) -> str:
 # -- the invariant: nothing stuck, nothing leaked -------------------------------------------------
 
 ORIGIN_SELECTOR = "kueue.x-k8s.io/multikueue-origin=multikueue"
-JOB_KINDS = {"Job": "jobs.batch", "LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io"}
+JOB_KINDS = {
+    "Job": "jobs.batch",
+    "JobSet": "jobsets.jobset.x-k8s.io",
+    "LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io",
+}
 
 
 def fleet_worker(fleet: Fleet, cluster: str) -> str:
@@ -242,7 +246,7 @@ def invariant_violations(fleet: Fleet) -> list[str]:
             kind = refs[0].get("kind", "")
             owner = annotations.get("kueue.x-k8s.io/job-owner-name") or refs[0].get("name", "")
             job = fleet.get(worker, JOB_KINDS[kind], owner) if kind in JOB_KINDS and owner else {}
-            if job is None or (kind == "Job" and job["spec"].get("suspend")):
+            if job is None or (kind in ("Job", "JobSet") and job["spec"].get("suspend")):
                 problems.append(f"{name}: admitted on {worker} where its {kind} is missing or suspended")
         elif is_true(wl, "Evicted") and is_true(wl, "QuotaReserved"):
             problems.append(f"{name}: evicted but still holding quota")

@@ -7,10 +7,11 @@ Our manager, worker1 upstream Kueue, worker2 ours (one fleet for the class):
    manager's Workload, the Job's completion on the manager's Job;
 2. the sample LeaderWorkerSet runs on the upstream worker; every group's Workload on the manager is
    admitted there;
-3. a batch of Jobs larger than one worker spreads over both workers.
+3. a batch of Jobs larger than one worker spreads over both workers;
+4. a JobSet (the guide's shape) runs on the upstream worker, its status mirrored.
 
 Upstream's manager, worker1 ours (a second fleet, started after the first is down):
-4. a Job and the sample LWS dispatched to our worker. Upstream v0.19's manager talks v1beta2 to its
+5. a Job, a JobSet and the sample LWS dispatched to our worker. Upstream v0.19's manager talks v1beta2 to its
    workers, which our CRDs serve (storage version) next to v1beta1.
 """
 
@@ -107,6 +108,45 @@ def job(name: str, cpu: str = "1", keep_running: bool = False) -> dict:
     }
 
 
+def jobset(name: str) -> dict:
+    """The setup guide's shape of JobSet: a leader Job of one pod and a workers Job of two."""
+
+    def replicated(rj: str, pods: int) -> dict:
+        pod = {
+            "containers": [{"name": "c", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "1"}}}],
+            "restartPolicy": "Never",
+        }
+        spec = {"parallelism": pods, "completions": pods, "backoffLimit": 0, "template": {"spec": pod}}
+        return {"name": rj, "replicas": 1, "template": {"spec": spec}}
+
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {api.LABEL_QUEUE_NAME: QUEUE}},
+        "spec": {"suspend": True, "replicatedJobs": [replicated("leader", 1), replicated("workers", 2)]},
+    }
+
+
+def jobset_completed_on(fleet: Fleet, name: str, worker: str) -> dict:
+    """The JobSet's Workload Finished on the manager, admitted on `worker`, and the manager's JobSet
+    Completed with the worker's status."""
+
+    def finished():
+        found = owned_workloads(fleet, MANAGER, "JobSet", name)
+        return found[0] if len(found) == 1 and is_true(found[0], "Finished") else NotYet(summary(found))
+
+    wl = wait_until(f"JobSet {name}'s Workload Finished on the manager", finished, interval=0.3)
+    assert cluster_name(wl) == worker
+    assert check_state(wl)["message"] == f'The workload was admitted on "{mk_cluster(worker)}"'
+    local = wait_until(
+        "the manager's JobSet Completed (mirrored from the worker)",
+        lambda: (js := fleet.get(MANAGER, "jobsets", name)) and is_true(js, "Completed") and js,
+    )
+    succeeded = {r["name"]: r["succeeded"] for r in local["status"]["replicatedJobsStatus"]}
+    assert succeeded == {"leader": 1, "workers": 1}
+    return wl
+
+
 def sample_lws(name: str) -> dict:
     sample = yaml.safe_load(SAMPLE_LWS.read_text())
     sample["metadata"].update(name=name, namespace=NAMESPACE)
@@ -189,6 +229,14 @@ class TestOurManagerWithAnUpstreamWorker:
         assert local_job["status"]["succeeded"] == 1
         assert mixed.get("worker2", "jobs", name) is None
         delete_and_wait(mixed, "jobs", [name])
+
+    def test_a_jobset_runs_on_the_upstream_worker_and_its_status_is_mirrored(self, mixed):
+        name = unique("js")
+        with only_worker_with_quota(mixed, UPSTREAM_WORKER):
+            mixed.create(MANAGER, jobset(name))
+            jobset_completed_on(mixed, name, UPSTREAM_WORKER)
+        assert mixed.get("worker2", "jobsets", name) is None
+        delete_and_wait(mixed, "jobsets", [name])
 
     def test_the_sample_lws_runs_on_the_upstream_worker(self, mixed):
         name = unique("sample")
@@ -293,6 +341,14 @@ class TestUpstreamManagerWithOurWorker:
         assert is_true(wl, "Admitted")
         assert check_state(wl)["message"] == f'The workload was admitted on "{mk_cluster(worker)}"'
         delete_and_wait(fleet, "jobs", [name])
+
+    def test_a_jobset_dispatched_by_upstream_runs_on_our_worker(self, upstream_manager):
+        fleet, worker = upstream_manager, "worker1"
+        connected(fleet, worker)
+        name = unique("js")
+        fleet.create(MANAGER, jobset(name))
+        jobset_completed_on(fleet, name, worker)
+        delete_and_wait(fleet, "jobsets", [name])
 
     def test_the_sample_lws_dispatched_by_upstream_runs_on_our_worker(self, upstream_manager):
         fleet, worker = upstream_manager, "worker1"

@@ -48,6 +48,7 @@ from bench.compare_summary import (
     engines,
     format_engine,
     format_ratios,
+    jobset_figures,
     json_payload,
     lws_skip_reason,
     phase_timeout,
@@ -67,6 +68,7 @@ from bench.fleet import (
     load_localfleet,
     node_size,
 )
+from bench.jobset_mix import format_jobset_mix, run_jobset_mix
 from bench.lws_mix import format_lws_mix, run_lws_mix
 from bench.procfs import ProcessSampler
 from bench.prom import (
@@ -99,6 +101,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--rate", type=float, default=50.0, help="Jobs submitted per second (default 50; 0: unlimited)"
     )
     p.add_argument("--lws-rate", type=float, default=10.0, help="LWS submitted per second (default 10)")
+    p.add_argument(
+        "--jobsets", type=int, default=0, help="JobSets after the LWS mix (default 0: none; bench.jobset_mix)"
+    )
+    p.add_argument(
+        "--jobset-workers", type=int, default=2, help="pods of each JobSet's workers Job (default 2)"
+    )
+    p.add_argument(
+        "--jobset-rate", type=float, default=10.0, help="JobSets submitted per second (default 10)"
+    )
     p.add_argument("--workers", type=int, default=3, help="worker clusters (default 3)")
     p.add_argument(
         "--nodes", type=int, default=4, help="fake nodes per worker (default 4, sized to fit the mix)"
@@ -143,6 +154,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--jobs, --workers and --nodes must be at least 1")
     if args.lws < 0 or args.lws_replicas < 1 or args.lws_size < 1 or args.lws_rate <= 0 or args.rate < 0:
         p.error("--lws and --rate must be >= 0; --lws-replicas, --lws-size and --lws-rate positive")
+    if args.jobsets < 0 or args.jobset_workers < 1 or args.jobset_rate <= 0:
+        p.error("--jobsets must be >= 0; --jobset-workers and --jobset-rate positive")
     return args
 
 
@@ -266,6 +279,7 @@ class CompareRun:
         sampler = ProcessSampler(self.fleet.processes(), interval=0.5)
         jobs_result: RunResult | None = None
         lws_result = None
+        jobset_result = None
         try:
             before = await self.scrape_all("before")
             apiservers_before = await self.scrape_apiservers("before")
@@ -307,6 +321,16 @@ class CompareRun:
                 )
                 print(format_lws_mix(lws_result), flush=True)
                 await self.wait_running(list(self.lws_submitted), self.pods.full, "LWS")
+            if args.jobsets and not (jobs_result.error or jobs_result.timed_out):
+                jobset_result = await run_jobset_mix(
+                    self.fleet.manager_kubeconfig,
+                    count=args.jobsets,
+                    workers=args.jobset_workers,
+                    rate=args.jobset_rate,
+                    timeout_s=phase_timeout(args, args.jobsets),
+                    cleanup=False,
+                )
+                print(format_jobset_mix(jobset_result), flush=True)
             await sampler.stop()
             after = await self.scrape_all("after")
             apiservers_after = await self.scrape_apiservers("after")
@@ -331,11 +355,14 @@ class CompareRun:
             requests_by_cluster(before, after, cluster_of_host),
         )
         summary["lws_skipped"] = self.lws_skipped
+        summary.update(jobset_figures(jobset_result))
         return summary
 
     def run(self) -> Obj:
         args = self.args
-        pods = max(args.jobs, args.lws * args.lws_replicas * args.lws_size)
+        pods = max(
+            args.jobs, args.lws * args.lws_replicas * args.lws_size, args.jobsets * (1 + args.jobset_workers)
+        )
         try:
             self.fleet.start(
                 args.workers,

@@ -30,6 +30,9 @@ RATIO_KEYS: dict[str, str] = {
     "p99_running_s": "lower",
     "lws_p99_admitted_s": "lower",
     "lws_p99_running_s": "lower",
+    "jobsets_per_s": "higher",
+    "jobset_p99_admitted_s": "lower",
+    "jobset_p99_completed_s": "lower",
     "manager_cpu_s": "lower",
     "manager_peak_rss_mib": "lower",
     "workers_cpu_s": "lower",
@@ -195,6 +198,22 @@ def summarize(
     }
 
 
+def jobset_figures(result: Any) -> Obj:
+    """The JobSet mix's figures of one engine's summary (None when it did not run)."""
+    if result is None:
+        return {"jobsets_placed": 0, "jobsets_per_s": None, "jobset_p99_admitted_s": None}
+    return {
+        "jobsets_placed": result.admitted,
+        "jobsets_completed": result.completed,
+        "jobsets_per_s": result.placed_per_s,
+        "jobset_p50_admitted_s": (result.to_admitted or Distribution()).p50,
+        "jobset_p99_admitted_s": (result.to_admitted or Distribution()).p99,
+        "jobset_p99_completed_s": (result.to_completed or Distribution()).p99,
+        "jobset_timed_out": result.timed_out,
+        "jobset_error": result.error,
+    }
+
+
 def ratios(results: Mapping[str, Obj | None]) -> dict[str, dict[str, float | None]]:
     """ours / each upstream run, for every figure of RATIO_KEYS ({} without ours)."""
     ours = results.get("ours")
@@ -241,6 +260,22 @@ def format_engine(summary: Obj) -> str:
         ("LWS submitted -> all groups Admitted p50/p95/p99", dist("lws_*_admitted_s")),
         ("LWS submitted -> all pods Running p50/p95/p99", dist("lws_*_running_s")),
     ]
+    if summary.get("jobsets_placed"):
+        rows += [
+            (
+                "JobSets Admitted / Completed on the manager",
+                f"{summary['jobsets_placed']} / {summary.get('jobsets_completed', 0)}",
+            ),
+            ("JobSets Admitted per second", fmt(summary["jobsets_per_s"], "/s")),
+            (
+                "JobSet submitted -> Admitted p50/p99, -> Completed p99",
+                " / ".join(
+                    fmt(summary.get(k), digits=3)
+                    for k in ("jobset_p50_admitted_s", "jobset_p99_admitted_s", "jobset_p99_completed_s")
+                )
+                + " s",
+            ),
+        ]
     for label, p in summary["processes"].items():
         rows.append((f"{label}: CPU / peak RSS", f"{fmt(p['cpu_s'], 's')} / {fmt(p['peak_rss_mib'], 'MiB')}"))
     rows += [

@@ -36,6 +36,7 @@ from bench.common import SHM, BenchError, end_on_sigterm, say, set_prog, utc_now
 from bench.federation_result import TARGET_RSS_MB, TARGET_RSS_WORKLOADS, RunResult, format_result
 from bench.federation_run import KEEP_RUNNING_ANNOTATION, MANAGED_BY_MULTIKUEUE, FederationRun
 from bench.fleet import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, Fleet, node_size
+from bench.jobset_mix import format_jobset_mix, run_jobset_mix
 from bench.lws_mix import format_lws_mix, run_lws_mix
 from bench.stats import loads
 
@@ -121,6 +122,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lws-replicas", type=int, default=2, help="groups per LWS (default 2)")
     p.add_argument("--lws-size", type=int, default=3, help="pods per group (default 3)")
     p.add_argument("--lws-rate", type=float, default=10.0, help="LWS submitted per second (default 10)")
+    p.add_argument(
+        "--jobsets",
+        type=int,
+        default=0,
+        help="JobSets of the JobSet mix run after the LWS mix (default 0: none; docs/jobset.md's shape)",
+    )
+    p.add_argument(
+        "--jobset-workers", type=int, default=2, help="pods of each JobSet's workers Job (default 2)"
+    )
+    p.add_argument(
+        "--jobset-rate", type=float, default=10.0, help="JobSets submitted per second (default 10)"
+    )
     p.add_argument("--json", metavar="PATH", help="write the results as JSON")
     p.add_argument(
         "--work-dir", help="metrics scrapes (default /tmp/kueue-federation-bench/federation-<time>)"
@@ -137,8 +150,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--rate must be >= 0; --jobs, --clients and --concurrency >= 1")
     if args.lws < 0 or args.lws_replicas < 1 or args.lws_size < 1 or args.lws_rate <= 0:
         p.error("--lws must be >= 0; --lws-replicas, --lws-size and --lws-rate positive")
+    if args.jobsets < 0 or args.jobset_workers < 1 or args.jobset_rate <= 0:
+        p.error("--jobsets must be >= 0; --jobset-workers and --jobset-rate positive")
     if args.scale_test:
         args.lws = 0
+        args.jobsets = 0
     return args
 
 
@@ -152,9 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     fleet = Fleet(Path(args.reuse_fleet or args.fleet_dir), owned=args.reuse_fleet is None)
     result: RunResult | None = None
     lws_result = None
+    jobset_result = None
     try:
         if fleet.owned:
-            pods = max(jobs, args.lws * args.lws_replicas * args.lws_size)
+            pods = max(
+                jobs, args.lws * args.lws_replicas * args.lws_size, args.jobsets * (1 + args.jobset_workers)
+            )
             fleet.start(args.workers, node_size(pods, args.nodes), args.client_qps, args.client_burst)
         else:
             fleet.load()
@@ -173,6 +192,17 @@ def main(argv: list[str] | None = None) -> int:
                     cleanup=not fleet.owned and not args.keep_jobs,
                 )
             )
+        if args.jobsets and not result.error:
+            jobset_result = asyncio.run(
+                run_jobset_mix(
+                    fleet.manager_kubeconfig,
+                    count=args.jobsets,
+                    workers=args.jobset_workers,
+                    rate=args.jobset_rate,
+                    timeout_s=args.timeout,
+                    cleanup=not fleet.owned and not args.keep_jobs,
+                )
+            )
     except KeyboardInterrupt:
         say("interrupted")
         return 130
@@ -184,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_result(result), flush=True)
     if lws_result is not None:
         print(format_lws_mix(lws_result), flush=True)
+    if jobset_result is not None:
+        print(format_jobset_mix(jobset_result), flush=True)
     if args.json:
         payload = {
             "date": utc_now(),
@@ -193,13 +225,15 @@ def main(argv: list[str] | None = None) -> int:
             "workDir": str(work_dir),
             "result": result.to_dict(),
             "lwsMix": asdict(lws_result) if lws_result is not None else None,
+            "jobsetMix": asdict(jobset_result) if jobset_result is not None else None,
         }
         write_json(args.json, payload)
     say(f"metrics scrapes and the manager's and agents' logs in {work_dir}")
     lws_failed = lws_result is not None and bool(
         lws_result.error or lws_result.timed_out or lws_result.splits
     )
-    return 1 if result.error or result.timed_out or lws_failed else 0
+    jobset_failed = jobset_result is not None and bool(jobset_result.error or jobset_result.timed_out)
+    return 1 if result.error or result.timed_out or lws_failed or jobset_failed else 0
 
 
 if __name__ == "__main__":

@@ -110,6 +110,12 @@ JOB = Resource("batch", "v1", "jobs", "Job", True)
 STATEFUL_SET = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True)
 JOB_SET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
+# Kubeflow Trainer v2 (github.com/kubeflow/trainer/v2 pkg/apis/trainer/v1alpha1).
+TRAIN_JOB = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True)
+TRAINING_RUNTIME = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime", True)
+CLUSTER_TRAINING_RUNTIME = Resource(
+    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False
+)
 RUNTIME_CLASS = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False)
 PRIORITY_CLASS = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 CLUSTER_PROFILE = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile", True)
@@ -255,6 +261,20 @@ JOB_SET_MANAGED_BY_DEFAULT = "jobset.sigs.k8s.io/jobset-controller"
 JOB_SET_CONDITION_COMPLETED = "Completed"
 JOB_SET_CONDITION_FAILED = "Failed"
 JOB_SET_LABEL_NAME = "jobset.sigs.k8s.io/jobset-name"
+FRAMEWORK_TRAIN_JOB = "trainer.kubeflow.org/trainjob"
+
+# TrainJob (Kubeflow Trainer v2): its controller's managedBy value, condition types, the label naming a
+# runtime's replicated Job's role and the trainer container's name (pkg/constants), and the manager
+# name of the runtime patch Kueue writes podset info into (upstream's runtimePatchManagerName).
+TRAIN_JOB_MANAGED_BY_DEFAULT = "trainer.kubeflow.org/trainjob-controller"
+TRAIN_JOB_CONDITION_COMPLETE = "Complete"
+TRAIN_JOB_CONDITION_FAILED = "Failed"
+TRAIN_JOB_LABEL_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAIN_JOB_ANCESTOR_TRAINER = "trainer"
+TRAIN_JOB_ANCESTOR_DATASET_INITIALIZER = "dataset-initializer"
+TRAIN_JOB_ANCESTOR_MODEL_INITIALIZER = "model-initializer"
+TRAIN_JOB_CONTAINER_NODE = "node"
+TRAIN_JOB_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 
 # v1beta1 Workload spec.priorityClassSource values.
 PRIORITY_CLASS_SOURCE_WORKLOAD = "kueue.x-k8s.io/workloadpriorityclass"
@@ -1216,6 +1236,8 @@ WEBHOOK_PATH_MUTATE_LEADER_WORKER_SET = "/mutate-leaderworkerset-x-k8s-io-v1-lea
 WEBHOOK_PATH_VALIDATE_LEADER_WORKER_SET = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 WEBHOOK_PATH_MUTATE_JOB_SET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
 WEBHOOK_PATH_VALIDATE_JOB_SET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
+WEBHOOK_PATH_MUTATE_TRAIN_JOB = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
+WEBHOOK_PATH_VALIDATE_TRAIN_JOB = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 # Webhook names inside the configurations.
 WEBHOOK_NAME_MUTATE_JOB = "mjob.kb.io"
 WEBHOOK_NAME_VALIDATE_JOB = "vjob.kb.io"
@@ -1225,6 +1247,8 @@ WEBHOOK_NAME_MUTATE_LEADER_WORKER_SET = "mleaderworkerset.kb.io"
 WEBHOOK_NAME_VALIDATE_LEADER_WORKER_SET = "vleaderworkerset.kb.io"
 WEBHOOK_NAME_MUTATE_JOB_SET = "mjobset.kb.io"
 WEBHOOK_NAME_VALIDATE_JOB_SET = "vjobset.kb.io"
+WEBHOOK_NAME_MUTATE_TRAIN_JOB = "mtrainjob.kb.io"
+WEBHOOK_NAME_VALIDATE_TRAIN_JOB = "vtrainjob.kb.io"
 
 # Secret keys of the self-managed webhook certificates (as open-policy-agent/cert-controller).
 SECRET_KEY_CA_CERT = "ca.crt"

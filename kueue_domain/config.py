@@ -69,7 +69,13 @@ KNOWN_FRAMEWORKS = frozenset(
 )
 # Frameworks this project implements today; others are accepted in the file but reported.
 SUPPORTED_FRAMEWORKS = frozenset(
-    {"batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset", "jobset.x-k8s.io/jobset"}
+    {
+        "batch/job",
+        "pod",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+        "jobset.x-k8s.io/jobset",
+        "trainer.kubeflow.org/trainjob",
+    }
 )
 ALLOWED_FAIR_SHARING_STRATEGIES = (
     ("LessThanOrEqualToFinalShare",),

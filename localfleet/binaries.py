@@ -363,7 +363,10 @@ class Builder:
         Not `go install pkg@version`: that also asks the proxy for the module's version list (to print
         deprecation notices), which the proxy refuses for some modules.
         """
-        wrapper = CACHE / "build" / f"{module.rsplit('/', 1)[-1]}-{version}"
+        parts = module.split("/")
+        if len(parts) > 1 and re.fullmatch(r"v\d+", parts[-1]):
+            parts.pop()  # a major version suffix: github.com/kubeflow/trainer/v2 -> trainer
+        wrapper = CACHE / "build" / f"{parts[-1]}-{version}"
         wrapper.mkdir(parents=True, exist_ok=True)
         if not (wrapper / "go.mod").exists():
             self.run(f"init {module} wrapper", ["go", "mod", "init", "local.build/wrapper"], cwd=wrapper)
@@ -425,7 +428,8 @@ class Builder:
         src = self.module_dir(f"{op.module}@{version}")
         (d / "crds").mkdir(exist_ok=True)
         for crd in sorted((src / op.crd_dir).glob("*.yaml")):
-            shutil.copyfile(crd, d / "crds" / crd.name)
+            if crd.name != "kustomization.yaml":
+                shutil.copyfile(crd, d / "crds" / crd.name)
         shutil.copyfile(src / op.webhooks, d / "webhooks.yaml")
 
     def build_lws(self) -> None:

@@ -136,6 +136,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         shared_etcd=args.shared_etcd,
         light_workers=args.light_workers,
         jobset=not args.no_jobset,
+        trainer=not args.no_trainer and not args.no_jobset,
     )
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
@@ -413,7 +414,13 @@ def main(argv: list[str] | None = None) -> int:
         "--no-jobset",
         action="store_true",
         help="leave JobSet out: no JobSet controller on the workers, no JobSet CRD anywhere "
-        "(saves a process per worker)",
+        "(saves a process per worker); implies --no-trainer",
+    )
+    u.add_argument(
+        "--no-trainer",
+        action="store_true",
+        help="leave Kubeflow Trainer out: no Trainer controller on the workers, no TrainJob or "
+        "training runtime CRD anywhere (saves a process per worker)",
     )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")

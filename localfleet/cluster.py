@@ -28,11 +28,13 @@ from localfleet.kube import (
     metrics_reader_token,
     tls_port_open,
 )
-from localfleet.operators import JOBSET, LWS, OPERATORS, Operator
+from localfleet.operators import JOBSET, LWS, OPERATORS, TRAINER, Operator
 from localfleet.pki import FRONT_PROXY_CLIENT, CertificateAuthority
 from localfleet.processes import State, wait_for
 
 OUR_CRDS = REPO / "deploy" / "crds"
+# A ClusterTrainingRuntime the fleet installs everywhere (with Trainer) and a TrainJob of it.
+SAMPLE_TRAINJOB_FILE = REPO / "examples" / "multikueue" / "sample-trainjob.yaml"
 
 
 @dataclass
@@ -66,6 +68,8 @@ class FleetOptions:
     light_workers: bool = False
     # The JobSet controller on workers and its CRD everywhere (`up --no-jobset`: neither).
     jobset: bool = True
+    # Kubeflow Trainer likewise (`up --no-trainer`; `--no-jobset` leaves it out too: it runs JobSets).
+    trainer: bool = True
 
 
 @dataclass
@@ -411,8 +415,14 @@ class ControlPlane:
         return runs_pods(c, self.opts.light_workers) or (c.name == MANAGER and self.runs_upstream(c))
 
     def operators(self) -> list[Operator]:
-        """The other projects' controllers this fleet runs (`up --no-jobset` leaves JobSet out)."""
-        return [op for op in OPERATORS if op is not JOBSET or self.opts.jobset]
+        """The other projects' controllers this fleet runs (`up --no-jobset` leaves JobSet and Trainer
+        out, `up --no-trainer` Trainer)."""
+        left_out = set()
+        if not self.opts.jobset:
+            left_out.add(JOBSET.key)
+        if not self.opts.trainer:
+            left_out.add(TRAINER.key)
+        return [op for op in OPERATORS if op.key not in left_out and op.requires not in left_out]
 
     def operator_crds(self) -> list[Path]:
         return [p for op in self.operators() for p in self.bins.operator_crds(op)]
@@ -423,20 +433,21 @@ class ControlPlane:
         if not workers:  # `up --workers 0`: a manager cluster only
             return
         ops = self.operators()
-        titles = " and ".join(f"the {op.title} controller" for op in ops)
+        names = [f"the {op.title} controller" for op in ops]
+        titles = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
         self.step(f"starting {titles} on {', '.join(c.name for c in workers)}")
         for c in workers:
             for op in ops:
                 self.kubectl(c)("create", "namespace", op.namespace, check=False)
                 config = op.config(
-                    c.ports[f"{op.key}-webhook"], c.ports[f"{op.key}-health"], str(c.dir / f"{op.key}-certs")
+                    c.ports[f"{op.key}-webhook"], c.ports[f"{op.key}-health"], str(op.cert_dir(c.dir))
                 )
                 cfg = write_file(c.dir / f"{op.key}-config.yaml", yaml.safe_dump(config), 0o644)
                 self.state.start(
                     c.name,
                     op.binary,
                     [str(self.bins.path(op.binary)), f"--config={cfg}", "--zap-log-level=info"],
-                    env={"KUBECONFIG": str(c.dir / "admin.kubeconfig")},
+                    env={"KUBECONFIG": str(c.dir / "admin.kubeconfig"), **op.env(c.dir)},
                 )
         for c in workers:
             for op in ops:
@@ -447,6 +458,21 @@ class ControlPlane:
                     procs=self.procs(c.name, op.binary),
                 )
                 self.kubectl(c).apply(self.operator_webhook_configs(c, op))
+        if TRAINER in ops:
+            self.install_training_runtimes()
+
+    def install_training_runtimes(self) -> None:
+        """The sample's ClusterTrainingRuntime on every cluster: workers run TrainJobs from it, and a
+        manager's Kueue derives a TrainJob's PodSets from it."""
+        docs = [
+            d
+            for d in yaml.safe_load_all(SAMPLE_TRAINJOB_FILE.read_text())
+            if d and d.get("kind") == "ClusterTrainingRuntime"
+        ]
+        names = ", ".join(d["metadata"]["name"] for d in docs)
+        self.step(f"installing the ClusterTrainingRuntime {names} everywhere")
+        for c in self.clusters:
+            self.kubectl(c).apply(yaml.safe_dump_all(docs))
 
     def operator_webhook_configs(self, c: ClusterPlan, op: Operator) -> list[dict]:
         docs = [d for d in yaml.safe_load_all(self.bins.operator_webhooks(op).read_text()) if d]

@@ -16,7 +16,13 @@ DEFAULT_RUN_DIR = (
 )
 MANAGER = "manager"
 AGENT_NAMESPACE = "kueue-system"
-AGENT_FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset", "jobset.x-k8s.io/jobset"]
+AGENT_FRAMEWORKS = [
+    "batch/job",
+    "pod",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "jobset.x-k8s.io/jobset",
+    "trainer.kubeflow.org/trainjob",
+]
 DEFAULT_FLAVOR = "default-flavor"
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
 MULTIKUEUE_ORIGIN = "multikueue"

@@ -70,6 +70,7 @@ class FleetUp(ControlPlane, OurProcesses, UpstreamKueue):
             "sharedEtcd": self.opts.shared_etcd,
             "lightWorkers": self.opts.light_workers,
             "jobset": self.opts.jobset,
+            "trainer": self.opts.trainer,
         }
         self.state.save()
         self.make_pki()
@@ -114,9 +115,7 @@ class FleetUp(ControlPlane, OurProcesses, UpstreamKueue):
             self.cluster_certificates(c)
             if self.runs_lws(c):
                 for op in self.operators():
-                    write_pair(
-                        c.dir / f"{op.key}-certs", "tls", self.ca.issue(f"{op.key}-webhook", server=True)
-                    )
+                    write_pair(op.cert_dir(c.dir), "tls", self.ca.issue(f"{op.key}-webhook", server=True))
             if self.runs_upstream(c):
                 self.upstream_certificates(c)
             self.record_cluster(c)

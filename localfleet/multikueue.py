@@ -40,6 +40,7 @@ SETUP_ADMISSION_CHECK = "sample-multikueue"
 SETUP_MULTIKUEUE_CONFIG = "multikueue-test"
 SAMPLE_JOB_FILE = REPO / "examples" / "multikueue" / "sample-job.yaml"
 SAMPLE_JOBSET_FILE = REPO / "examples" / "multikueue" / "sample-jobset.yaml"
+SAMPLE_TRAINJOB_FILE = REPO / "examples" / "multikueue" / "sample-trainjob.yaml"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 # The sample LWS `up --setup-multikueue` (and `sample-lws`) submits on the manager.
@@ -373,6 +374,7 @@ def sample_lws_next_steps(
     running_pods: int,
     upstream_manager: bool = False,
     jobset: bool = True,
+    trainer: bool = True,
 ) -> str:
     """Where the sample runs and how to look at it from the manager and from its worker; then how to
     run the sample JobSet (when the fleet has the JobSet controller)."""
@@ -416,6 +418,17 @@ def sample_lws_next_steps(
                     f"{manager} get jobsets,workloads -n {namespace}",
                 ]
                 if jobset
+                else []
+            ),
+            *(
+                [
+                    "",
+                    "# The sample TrainJob (2 nodes of the ClusterTrainingRuntime torch-distributed, on",
+                    "# every cluster), run on a worker; it ends Complete on the manager (docs/trainjob.md):",
+                    f"{manager} create -f {SAMPLE_TRAINJOB_FILE.relative_to(REPO)}",
+                    f"{manager} get trainjobs,workloads -n {namespace}",
+                ]
+                if jobset and trainer
                 else []
             ),
         ]
@@ -486,6 +499,7 @@ def sample_lws(state: State, path: Path = SAMPLE_LWS_FILE, timeout: float = SAMP
         running,
         upstream_manager,
         jobset=(state.data.get("options") or {}).get("jobset", True),
+        trainer=(state.data.get("options") or {}).get("trainer", True),
     )
     print(steps)
     return worker

@@ -1,6 +1,7 @@
-"""Controllers of other projects that a fleet runs next to Kueue: LeaderWorkerSet and JobSet.
+"""Controllers of other projects that a fleet runs next to Kueue: LeaderWorkerSet, JobSet and
+Kubeflow Trainer (TrainJobs, which it runs as JobSets).
 
-Both are controller-runtime managers built from their Go modules, configured by a file of their own
+All are controller-runtime managers built from their Go modules, configured by a file of their own
 (webhook port and certificate directory, no leader election, no internal certificate management) and
 serving mutating and validating webhooks that the fleet points at the local process, as envtest
 does. One `Operator` describes each; `ControlPlane` (localfleet.cluster) starts them, `Builder`
@@ -10,6 +11,7 @@ does. One `Operator` describes each; `ControlPlane` (localfleet.cluster) starts 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -25,9 +27,23 @@ class Operator:
     config_api: str  # apiVersion of its Configuration file
     namespace: str  # where it would run in a real cluster (some controllers look it up)
     pod_label: str  # the label its pods carry: its pod webhooks see only those
+    # The variable its version is linked into; None: the module has none.
+    version_var: str | None = "pkg/version.GitVersion"
+    # Another Operator it needs (its CRDs and controller): left out with it.
+    requires: str | None = None
 
     def ldflags(self, version: str) -> str:
-        return f"-s -w -X {self.module}/pkg/version.GitVersion={version}"
+        if self.version_var is None:
+            return "-s -w"
+        return f"-s -w -X {self.module}/{self.version_var}={version}"
+
+    def cert_dir(self, cluster_dir: Path) -> Path:
+        """Where its webhook serving certificate (tls.crt, tls.key) goes."""
+        return cluster_dir / f"{self.key}-certs"
+
+    def env(self, cluster_dir: Path) -> dict[str, str]:
+        """Environment its process needs beyond KUBECONFIG."""
+        return {}
 
     def config(self, webhook_port: int, health_port: int, cert_dir: str) -> dict:
         """Its Configuration file: webhooks on 127.0.0.1 with certificates from `cert_dir`."""
@@ -85,4 +101,48 @@ JOBSET = Operator(
     pod_label="jobset.sigs.k8s.io/jobset-name",
 )
 
-OPERATORS = (LWS, JOBSET)
+
+@dataclass(frozen=True)
+class TrainerOperator(Operator):
+    """Kubeflow Trainer's Configuration (config.trainer.kubeflow.org/v1alpha1, decoded strictly) has
+    no certificate directory: its webhook server reads controller-runtime's default,
+    $TMPDIR/k8s-webhook-server/serving-certs, so each cluster's process gets a TMPDIR of its own."""
+
+    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> dict:
+        return {
+            "apiVersion": self.config_api,
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "certManagement": {"enable": False},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1"},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        }
+
+    def tmp_dir(self, cluster_dir: Path) -> Path:
+        return cluster_dir / f"{self.key}-tmp"
+
+    def cert_dir(self, cluster_dir: Path) -> Path:
+        return self.tmp_dir(cluster_dir) / "k8s-webhook-server" / "serving-certs"
+
+    def env(self, cluster_dir: Path) -> dict[str, str]:
+        return {"TMPDIR": str(self.tmp_dir(cluster_dir))}
+
+
+TRAINER = TrainerOperator(
+    key="trainer",
+    title="Kubeflow Trainer",
+    version_key="TRAINER_VERSION",
+    module="github.com/kubeflow/trainer/v2",
+    package="github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+    binary="trainer-controller-manager",
+    crd_dir="manifests/base/crds",
+    webhooks="manifests/base/webhook/manifests.yaml",
+    config_api="config.trainer.kubeflow.org/v1alpha1",
+    namespace="kubeflow-system",
+    pod_label="trainer.kubeflow.org/trainjob-ancestor-step",  # it has no pod webhook
+    version_var=None,
+    requires="jobset",
+)
+
+OPERATORS = (LWS, JOBSET, TRAINER)

@@ -31,6 +31,7 @@ from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
 from manager.adapters.jobset import JobSetAdapter
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
+from manager.adapters.trainjob import TrainJobAdapter
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
 from manager.config import ManagerOptions, feature_enabled
@@ -132,6 +133,11 @@ class Manager:
             if api.FRAMEWORK_JOB_SET in config.frameworks
             else None
         )
+        self.trainjobs = (
+            Informer(kube, api.TRAIN_JOB, clock=self.clock, transform=cached)
+            if api.FRAMEWORK_TRAIN_JOB in config.frameworks
+            else None
+        )
         profile_feature = feature_enabled(config, features.MULTIKUEUE_CLUSTER_PROFILE)
         self.profiles = (
             Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock, transform=cached)
@@ -150,6 +156,7 @@ class Manager:
                 self.profiles,
                 self.leaderworkersets,
                 self.jobsets,
+                self.trainjobs,
             )
             if i is not None
         ]
@@ -161,6 +168,8 @@ class Manager:
             self.adapters[api.LEADER_WORKER_SET.gvk] = LeaderWorkerSetAdapter(kube, self.leaderworkersets)
         if self.jobsets is not None:
             self.adapters[api.JOB_SET.gvk] = JobSetAdapter(kube, self.jobsets)
+        if self.trainjobs is not None:
+            self.adapters[api.TRAIN_JOB.gvk] = TrainJobAdapter(kube, self.trainjobs)
         self.remotes = Remotes()
         self.registry.register(
             ClientRequestsCollector(CountedClients({"main": kube, "events": events_kube}, self.remotes))

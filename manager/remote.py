@@ -57,7 +57,7 @@ FINISHED_GONE_KEEP_SECONDS = 15 * 60.0
 
 def finished_state(resource: api.Resource, obj: Obj) -> bool:
     """Whether `obj` ended its run: a Workload copy Finished (not replaced for being out of sync)
-    or a batch/v1 Job Complete or Failed."""
+    or a batch/v1 Job Complete or Failed (a JobSet Completed or Failed, a TrainJob Complete or Failed)."""
     conditions = (obj.get("status") or {}).get("conditions")
     if resource == api.WORKLOAD:
         finished = find_status_condition(conditions, api.WORKLOAD_FINISHED)
@@ -70,6 +70,9 @@ def finished_state(resource: api.Resource, obj: Obj) -> bool:
         )
     if resource == api.JOB_SET:
         finals = (api.JOB_SET_CONDITION_COMPLETED, api.JOB_SET_CONDITION_FAILED)
+        return any(c.get("type") in finals and c.get("status") == "True" for c in conditions or ())
+    if resource == api.TRAIN_JOB:
+        finals = (api.TRAIN_JOB_CONDITION_COMPLETE, api.TRAIN_JOB_CONDITION_FAILED)
         return any(c.get("type") in finals and c.get("status") == "True" for c in conditions or ())
     return False
 

@@ -241,6 +241,7 @@ class Cluster:
             "WorkloadPriorityClass": api.WORKLOAD_PRIORITY_CLASS,
             "AdmissionCheck": api.ADMISSION_CHECK,
             "Cohort": api.COHORT,
+            "ClusterTrainingRuntime": api.CLUSTER_TRAINING_RUNTIME,
         }[obj["kind"]]
         created = await self.kube.create(resource, obj, namespace=obj["metadata"].get("namespace"))
         if not resource.namespaced:

@@ -316,6 +316,12 @@ class MultiKueueEnv:
                 statuses = (js.get("status") or {}).get("replicatedJobsStatus") or ()
                 if (js.get("spec") or {}).get("suspend") and any(r.get("active") for r in statuses):
                     problems.append(f"JobSet {js['metadata']['name']}: suspended with active Jobs counted")
+        if self.frameworks and api.FRAMEWORK_TRAIN_JOB in self.frameworks:
+            train_jobs, _ = await self.manager_kube.list(api.TRAIN_JOB, namespace=self.namespace)
+            for tj in train_jobs:
+                statuses = (tj.get("status") or {}).get("jobsStatus") or ()
+                if (tj.get("spec") or {}).get("suspend") and any(r.get("active") for r in statuses):
+                    problems.append(f"TrainJob {tj['metadata']['name']}: suspended with active Jobs counted")
         return problems
 
     async def assert_invariants(self, lost: tuple[str, ...] = (), settle: float = 40) -> None:
@@ -558,6 +564,60 @@ def job_set(
         "kind": "JobSet",
         "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: queue}},
         "spec": {"replicatedJobs": [replicated("leader", 1), replicated("workers", workers)]},
+    }
+
+
+# The frameworks of a manager that federates TrainJobs (and the JobSets and Jobs they make).
+TRAIN_JOB_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
+
+
+def training_runtime(name: str, cpu: str = "500m", keep_running: bool = False) -> Obj:
+    """A ClusterTrainingRuntime shaped like Trainer's torch-distributed: one replicated Job `node`,
+    the trainer step, whose container `node` asks for `cpu` (1 node unless the TrainJob says)."""
+    pod: Obj = {
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "node", "image": "busybox", "resources": {"requests": {"cpu": cpu}}},
+            ],
+        }
+    }
+    if keep_running:
+        pod["metadata"] = {"annotations": {KEEP_RUNNING_ANNOTATION: "true"}}
+    return {
+        "apiVersion": api.CLUSTER_TRAINING_RUNTIME.api_version,
+        "kind": api.CLUSTER_TRAINING_RUNTIME.kind,
+        "metadata": {"name": name},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {api.TRAIN_JOB_LABEL_ANCESTOR: "trainer"}},
+                                "spec": {"backoffLimit": 0, "template": pod},
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def train_job(name: str, runtime: str, nodes: int = 2, cpu: str | None = "1", queue: str = "main") -> Obj:
+    """A TrainJob of the ClusterTrainingRuntime `runtime` on `nodes` nodes of `cpu` each (None: the
+    runtime's), queued to `queue`."""
+    trainer: Obj = {"numNodes": nodes}
+    if cpu is not None:
+        trainer["resourcesPerNode"] = {"requests": {"cpu": cpu}}
+    return {
+        "apiVersion": api.TRAIN_JOB.api_version,
+        "kind": api.TRAIN_JOB.kind,
+        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: queue}},
+        "spec": {"runtimeRef": {"name": runtime}, "trainer": trainer},
     }
 
 

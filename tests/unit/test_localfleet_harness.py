@@ -855,5 +855,28 @@ def test_jobset_runs_beside_lws_with_its_own_ports_certificates_and_pod_selector
     config = JOBSET.config(29443, 29444, "/certs")
     assert config["apiVersion"] == "config.jobset.x-k8s.io/v1alpha1"
     assert config["webhook"] == {"port": 29443, "host": "127.0.0.1", "certDir": "/certs"}
-    assert [op.key for op in _fleet_up(tmp_path).operators()] == ["lws", "jobset"]
+    assert [op.key for op in _fleet_up(tmp_path).operators()] == ["lws", "jobset", "trainer"]
     assert [op.key for op in _fleet_up(tmp_path, jobset=False).operators()] == ["lws"]
+
+
+def test_trainer_runs_with_its_own_config_shape_tmpdir_and_needs_jobset(tmp_path):
+    """Kubeflow Trainer's Configuration has no certDir and is decoded strictly: certificate management
+    off, no metrics, and its webhook certificates under a TMPDIR of its own (controller-runtime's
+    default directory). `--no-trainer` leaves it out, and so does `--no-jobset` (it runs JobSets)."""
+    from localfleet.operators import TRAINER
+
+    config = TRAINER.config(29443, 29444, "/ignored")
+    assert config == {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+        "webhook": {"port": 29443, "host": "127.0.0.1"},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": "127.0.0.1:29444"},
+    }
+    assert TRAINER.env(tmp_path) == {"TMPDIR": str(tmp_path / "trainer-tmp")}
+    assert TRAINER.cert_dir(tmp_path) == tmp_path / "trainer-tmp" / "k8s-webhook-server" / "serving-certs"
+    assert TRAINER.ldflags("v2.2.1") == "-s -w"
+    assert [op.key for op in _fleet_up(tmp_path, trainer=False).operators()] == ["lws", "jobset"]
+    assert [op.key for op in _fleet_up(tmp_path, jobset=False, trainer=True).operators()] == ["lws"]

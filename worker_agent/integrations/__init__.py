@@ -1,4 +1,5 @@
-"""Job integrations: they turn user objects (batch/v1 Jobs, LeaderWorkerSets, pod groups) into
+"""Job integrations: they turn user objects (batch/v1 Jobs, LeaderWorkerSets, pod groups, JobSets,
+TrainJobs) into
 Workloads and start or stop them as the Workloads are admitted or evicted.
 
 Each integration is a class taking the Agent; its constructor builds informers and controllers
@@ -18,6 +19,7 @@ INTEGRATIONS = {
         "worker_agent.integrations.leaderworkerset:LeaderWorkerSetIntegration"
     ),
     "jobset.x-k8s.io/jobset": "worker_agent.integrations.jobset:JobSetIntegration",
+    "trainer.kubeflow.org/trainjob": "worker_agent.integrations.trainjob:TrainJobIntegration",
 }
 # LeaderWorkerSet runs its groups as pod groups, so it implicitly enables the pod integration.
 IMPLIED = {"leaderworkerset.x-k8s.io/leaderworkerset": ("pod",)}

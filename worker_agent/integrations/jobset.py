@@ -16,7 +16,8 @@ ClusterQueue with any other managedBy is never started here. A JobSet managed by
 than the JobSet controller or MultiKueue is left alone.
 
 The Jobs of a managed JobSet are not top-level jobs: the batch/v1 Job integration leaves them to
-their JobSet's Workload (`manages_child`).
+their JobSet's Workload (`manages_child`). Nor is a JobSet whose TrainJob Kueue manages (the
+TrainJob integration's `manages_child`): it and its Jobs are left to the TrainJob's Workload.
 """
 
 from __future__ import annotations
@@ -361,7 +362,18 @@ class JobSetIntegration:
             return None  # not seen yet, or gone (its Jobs go too): upstream retries as well
         if job_set["metadata"].get("uid") != ref.get("uid"):
             return False  # a stale reference: the walk stops, the Job is a top-level one
-        return bool(_labels(job_set).get(api.LABEL_QUEUE_NAME)) or self.config.manage_jobs_without_queue_name
+        if _labels(job_set).get(api.LABEL_QUEUE_NAME) or self.config.manage_jobs_without_queue_name:
+            return True
+        return self._parent_managed(job_set)  # the walk goes on: a TrainJob's JobSet
+
+    def _parent_managed(self, job_set: Obj) -> bool | None:
+        """Whether another enabled integration manages the JobSet's parent (a TrainJob's
+        `manages_child`); None: not known yet."""
+        integrations = getattr(getattr(self, "agent", None), "integrations", ())
+        verdicts = [
+            i.manages_child(job_set) for i in integrations if i is not self and hasattr(i, "manages_child")
+        ]
+        return True if True in verdicts else None if None in verdicts else False
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -428,6 +440,11 @@ class JobSetIntegration:
             return None
         if managed_by(job_set) not in (api.JOB_SET_MANAGED_BY_DEFAULT, api.MULTIKUEUE_CONTROLLER_NAME):
             return None  # run by another controller
+        parent_managed = self._parent_managed(job_set)
+        if parent_managed is None:
+            return Result(requeue=True)  # its parent (a TrainJob) is not in the cache yet
+        if parent_managed:
+            return None  # not a top-level job: its TrainJob's Workload covers it
         owned = self._owned_workloads(job_set)
         queue = self._queue_name(job_set, owned)
         if queue is None:

@@ -29,7 +29,7 @@ from kube_runtime.tlsserver import RetryingTLSServer
 from kueue_domain import fields
 from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
-from worker_agent.webhooks import common, convert, job, jobset, leaderworkerset, pod
+from worker_agent.webhooks import common, convert, job, jobset, leaderworkerset, pod, trainjob
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
@@ -48,6 +48,7 @@ OWNER_RESOURCES = {
     api.FRAMEWORK_BATCH_JOB: (api.JOB,),
     api.FRAMEWORK_LEADER_WORKER_SET: (api.LEADER_WORKER_SET, api.STATEFUL_SET),
     api.FRAMEWORK_JOB_SET: (api.JOB_SET, api.JOB),  # pods -> Jobs -> JobSet
+    api.FRAMEWORK_TRAIN_JOB: (api.TRAIN_JOB, api.JOB_SET, api.JOB),  # pods -> Jobs -> JobSet -> TrainJob
 }
 
 
@@ -83,6 +84,8 @@ HOOKS: dict[str, Hook] = {
     ),
     api.WEBHOOK_PATH_MUTATE_JOB_SET: Hook(api.FRAMEWORK_JOB_SET, True, ("CREATE",)),
     api.WEBHOOK_PATH_VALIDATE_JOB_SET: Hook(api.FRAMEWORK_JOB_SET, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, True, ("CREATE",)),
+    api.WEBHOOK_PATH_VALIDATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, False, ("CREATE", "UPDATE")),
 }
 
 
@@ -207,6 +210,7 @@ class WebhookServer(RetryingTLSServer):
                 api.FRAMEWORK_BATCH_JOB: job.default,
                 api.FRAMEWORK_POD: pod.default,
                 api.FRAMEWORK_JOB_SET: jobset.default,
+                api.FRAMEWORK_TRAIN_JOB: trainjob.default,
             }.get(hook.framework, leaderworkerset.default)
             mutated = default(obj, ns, self.config, self.lookups, facts)
         return allowed(json_patch(obj, mutated))
@@ -234,6 +238,12 @@ class WebhookServer(RetryingTLSServer):
                 jobset.validate_create(obj, self.config)
                 if req.operation == "CREATE"
                 else jobset.validate_update(old, obj, ns, self.lookups, self.config)
+            )
+        elif hook.framework == api.FRAMEWORK_TRAIN_JOB:
+            errors = (
+                trainjob.validate_create(obj)
+                if req.operation == "CREATE"
+                else trainjob.validate_update(old, obj, ns, self.lookups)
             )
         elif req.operation == "CREATE":
             errors = leaderworkerset.validate_create(obj)

@@ -174,9 +174,9 @@ def test_up_env_status_down_lifecycle():
         )
         state = json.loads((run_dir / "state.json").read_text())
         pids = [p["pid"] for p in state["processes"]]
-        # manager: etcd, apiserver, kcm, conversion webhook; worker: + scheduler, kwok, lws-manager
-        assert len(pids) == 4 + 7
-
+        # manager: etcd, apiserver, kcm, conversion webhook; worker: the same + scheduler, kwok, and the
+        # LWS, JobSet and Trainer controllers
+        assert len(pids) == 4 + 9
         env_out = subprocess.run([*base, "env"], check=True, capture_output=True, text=True).stdout
         exports = dict(line.removeprefix("export ").split("=", 1) for line in env_out.splitlines())
         assert set(exports) >= {

@@ -73,7 +73,7 @@ async def test_a_lost_admitting_worker_requeues_the_workload_after_the_timeout(f
         with env.paused_apiserver(cluster):
             await asyncio.sleep(4)
             assert await _still_ready(env, kube, namespace, name)()
-            await eventually(_evicted_with(env, kube, namespace, name, "Admitting remote lost"), timeout=40)
+            await env.wait_for(_evicted_with(env, kube, namespace, name, "Admitting remote lost"), 40, name)
 
         # Back again: the stale copy is replaced and the Workload is admitted on that worker again.
         async def readmitted():
@@ -81,7 +81,7 @@ async def test_a_lost_admitting_worker_requeues_the_workload_after_the_timeout(f
             state = check_state(current, env.check)
             return state and state["state"] == "Ready" and current["status"].get("clusterName") == cluster
 
-        await eventually(readmitted, timeout=60)
+        await env.wait_for(readmitted, 60, name)
 
 
 async def test_a_restarted_manager_reanchors_the_grace_period(fleet, kube, namespace):

@@ -34,7 +34,7 @@ from localfleet.processes import State, wait_for
 
 OUR_CRDS = REPO / "deploy" / "crds"
 # A ClusterTrainingRuntime the fleet installs everywhere (with Trainer) and a TrainJob of it.
-SAMPLE_TRAINJOB_FILE = REPO / "examples" / "multikueue" / "sample-trainjob.yaml"
+TRAINING_RUNTIME_FILE = REPO / "examples" / "multikueue" / "training-runtime.yaml"
 
 
 @dataclass
@@ -466,7 +466,7 @@ class ControlPlane:
         manager's Kueue derives a TrainJob's PodSets from it."""
         docs = [
             d
-            for d in yaml.safe_load_all(SAMPLE_TRAINJOB_FILE.read_text())
+            for d in yaml.safe_load_all(TRAINING_RUNTIME_FILE.read_text())
             if d and d.get("kind") == "ClusterTrainingRuntime"
         ]
         names = ", ".join(d["metadata"]["name"] for d in docs)

@@ -425,7 +425,7 @@ def sample_lws_next_steps(
                     "",
                     "# The sample TrainJob (2 nodes of the ClusterTrainingRuntime torch-distributed, on",
                     "# every cluster), run on a worker; it ends Complete on the manager (docs/trainjob.md):",
-                    f"{manager} apply -f {SAMPLE_TRAINJOB_FILE.relative_to(REPO)}",
+                    f"{manager} create -f {SAMPLE_TRAINJOB_FILE.relative_to(REPO)}",
                     f"{manager} get trainjobs,workloads -n {namespace}",
                 ]
                 if jobset and trainer

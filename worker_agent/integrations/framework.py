@@ -9,6 +9,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kube_runtime import api
+from kube_runtime.apply import set_finalizer
+from kube_runtime.client import NotFound
+from kueue_domain import workload as wlstatus
 from kueue_domain.resources import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
@@ -327,3 +330,65 @@ def _has_quota_reservation(workload: Obj) -> bool:
         if c.get("type") == api.WORKLOAD_QUOTA_RESERVED:
             return c.get("status") == api.CONDITION_TRUE
     return False
+
+
+class WorkloadWrites:
+    """The Workload writes every job integration makes the same way. Needs `self.kube`, `self.agent`
+    (for its clock) and `self._event(owner, reason, note)`."""
+
+    kube: Any
+    agent: Any
+
+    async def _event(self, owner: Obj, reason: str, note: str, warning: bool = False) -> None:
+        raise NotImplementedError
+
+    async def _finish_orphan(self, wl: Obj) -> None:
+        """A Workload whose owner is gone: finished (OwnerNotFound, releasing its quota), then let go."""
+        if not wl["metadata"].get("deletionTimestamp") and not wlstatus.is_finished(wl):
+            current = wlstatus.working_copy(wl)
+            wlstatus.set_condition(
+                current,
+                api.WORKLOAD_FINISHED,
+                api.CONDITION_TRUE,
+                api.REASON_OWNER_NOT_FOUND,
+                api.MSG_OWNER_NOT_FOUND,
+                self.agent.clock.now(),
+            )
+            wl = await self._apply_admission_status(current) or wl
+        await self._remove_finalizer(wl)
+
+    async def _remove_finalizer(self, wl: Obj) -> None:
+        # Strict (RemoveFinalizersWithStrictPatch): fails on a stale copy and is retried.
+        await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+
+    async def _apply_admission_status(self, wl: Obj) -> Obj | None:
+        try:
+            return await wlstatus.apply_admission_status(self.kube, wl, strict=True)
+        except NotFound:
+            return None
+
+    async def _finish_workload(self, wl: Obj, reason: str, message: str, owner: Obj) -> None:
+        current = wlstatus.working_copy(wl)
+        if not wlstatus.set_condition(
+            current, api.WORKLOAD_FINISHED, api.CONDITION_TRUE, reason, message, self.agent.clock.now()
+        ):
+            return
+        if await self._apply_admission_status(current) is not None:
+            meta = wl["metadata"]
+            await self._event(
+                owner,
+                api.EVENT_FINISHED_WORKLOAD,
+                api.finished_workload_event_message(meta["namespace"], meta["name"]),
+            )
+
+    async def _apply_status(self, wl: Obj, status: Obj, field_manager: str) -> Obj:
+        body = {
+            "apiVersion": api.API_VERSION,
+            "kind": api.WORKLOAD.kind,
+            "metadata": {"name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"]},
+            "status": status,
+        }
+        try:
+            return await self.kube.apply_status(api.WORKLOAD, body, field_manager, force=True)
+        except NotFound:
+            return wl

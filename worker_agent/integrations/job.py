@@ -24,7 +24,6 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
-from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, Invalid, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
@@ -340,7 +339,7 @@ def prebuilt_workload_name(job: Obj) -> str | None:
 # The integration
 
 
-class JobIntegration:
+class JobIntegration(framework.WorkloadWrites):
     name = api.FRAMEWORK_BATCH_JOB
 
     def __init__(self, agent: Any) -> None:
@@ -772,44 +771,9 @@ class JobIntegration:
     async def _finish_orphans(self, workloads: list[Obj]) -> None:
         """Workloads whose Job is gone: finished (OwnerNotFound, releasing quota), then let go."""
         for wl in workloads:
-            if not wl["metadata"].get("deletionTimestamp") and not wlstatus.is_finished(wl):
-                current = wlstatus.working_copy(wl)
-                wlstatus.set_condition(
-                    current,
-                    api.WORKLOAD_FINISHED,
-                    api.CONDITION_TRUE,
-                    api.REASON_OWNER_NOT_FOUND,
-                    api.MSG_OWNER_NOT_FOUND,
-                    self.agent.clock.now(),
-                )
-                wl = await self._apply_admission_status(current) or wl
-            await self._remove_finalizer(wl)
-
-    async def _remove_finalizer(self, wl: Obj) -> None:
-        # Strict (RemoveFinalizersWithStrictPatch): fails on a stale copy and is retried.
-        await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+            await self._finish_orphan(wl)
 
     # -- Workload status -------------------------------------------------------------------------
-
-    async def _apply_admission_status(self, wl: Obj) -> Obj | None:
-        try:
-            return await wlstatus.apply_admission_status(self.kube, wl, strict=True)
-        except NotFound:
-            return None
-
-    async def _finish_workload(self, wl: Obj, reason: str, message: str, job: Obj) -> None:
-        current = wlstatus.working_copy(wl)
-        if not wlstatus.set_condition(
-            current, api.WORKLOAD_FINISHED, api.CONDITION_TRUE, reason, message, self.agent.clock.now()
-        ):
-            return
-        if await self._apply_admission_status(current) is not None:
-            meta = wl["metadata"]
-            await self._event(
-                job,
-                api.EVENT_FINISHED_WORKLOAD,
-                api.finished_workload_event_message(meta["namespace"], meta["name"]),
-            )
 
     async def _sync_reclaimable_pods(self, job: Obj, wl: Obj) -> Obj:
         desired = desired_reclaimable_pods(job, wl)

@@ -43,7 +43,6 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
-from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, Forbidden, Invalid, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
@@ -462,7 +461,7 @@ def _runtime_index(train_job: Obj) -> tuple[str, ...]:
     return (f"{runtime_ref(train_job)[0]}/{runtime_key(train_job)}",)
 
 
-class TrainJobIntegration:
+class TrainJobIntegration(framework.WorkloadWrites):
     name = api.FRAMEWORK_TRAIN_JOB
 
     def __init__(self, agent: Any) -> None:
@@ -827,55 +826,9 @@ class TrainJobIntegration:
         for wl in self.state.workloads.by_index(INDEX_TRAIN_JOB_OWNER_KEY, key):
             if (controlling_train_job(wl) or {}).get("uid") == live_uid:
                 continue
-            if not wl["metadata"].get("deletionTimestamp") and not wlstatus.is_finished(wl):
-                current = wlstatus.working_copy(wl)
-                wlstatus.set_condition(
-                    current,
-                    api.WORKLOAD_FINISHED,
-                    api.CONDITION_TRUE,
-                    api.REASON_OWNER_NOT_FOUND,
-                    api.MSG_OWNER_NOT_FOUND,
-                    self.agent.clock.now(),
-                )
-                wl = await self._apply_admission_status(current) or wl
-            await self._remove_finalizer(wl)
-
-    async def _remove_finalizer(self, wl: Obj) -> None:
-        await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+            await self._finish_orphan(wl)
 
     # -- Workload status -------------------------------------------------------------------------
-
-    async def _apply_admission_status(self, wl: Obj) -> Obj | None:
-        try:
-            return await wlstatus.apply_admission_status(self.kube, wl, strict=True)
-        except NotFound:
-            return None
-
-    async def _finish_workload(self, wl: Obj, reason: str, message: str, train_job: Obj) -> None:
-        current = wlstatus.working_copy(wl)
-        if not wlstatus.set_condition(
-            current, api.WORKLOAD_FINISHED, api.CONDITION_TRUE, reason, message, self.agent.clock.now()
-        ):
-            return
-        if await self._apply_admission_status(current) is not None:
-            meta = wl["metadata"]
-            await self._event(
-                train_job,
-                api.EVENT_FINISHED_WORKLOAD,
-                api.finished_workload_event_message(meta["namespace"], meta["name"]),
-            )
-
-    async def _apply_status(self, wl: Obj, status: Obj, field_manager: str) -> Obj:
-        body = {
-            "apiVersion": api.API_VERSION,
-            "kind": api.WORKLOAD.kind,
-            "metadata": {"name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"]},
-            "status": status,
-        }
-        try:
-            return await self.kube.apply_status(api.WORKLOAD, body, field_manager, force=True)
-        except NotFound:
-            return wl
 
     async def _sync_reclaimable_pods(self, train_job: Obj, runtime: Obj, wl: Obj) -> Obj:
         desired = reclaimable_pods(train_job, runtime)

@@ -7,24 +7,13 @@ TrainJob; the copy is deleted when the Workload finishes, is evicted or is garba
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient, NotFound
-from kube_runtime.informer import Informer, compact
-from kueue_domain.naming import prebuilt_workload_name
-from manager.adapters.base import (
-    delete_if_owned,
-    owned_by,
-    remote_object,
-    set_multikueue_meta,
-)
-from manager.adapters.job import merge_patch
-
-if TYPE_CHECKING:
-    from manager.remote import RemoteClient
+from manager.adapters.base import set_multikueue_meta
+from manager.adapters.mirrored import MirroredStatusAdapter, zeroed_jobs_status_patch
+from manager.adapters.mirrored import status_patch as status_patch  # the mirror's patch, named here too
 
 Obj = dict[str, Any]
 
@@ -66,104 +55,17 @@ def remote_train_job_copy(local: Obj, workload_name: str, origin: str) -> Obj:
     return train_job
 
 
-def status_patch(local: Obj, remote_status: Obj) -> Obj | None:
-    """The merge patch that gives the manager's TrainJob the worker's status; None when equal."""
-    local_status = local.get("status") or {}
-    if local_status == remote_status:
-        return None
-    return {"status": merge_patch(local_status, remote_status)}
-
-
 def released_status_patch(local: Obj) -> Obj | None:
-    """Active and ready counts of every Job set to 0: what the manager's TrainJob reports once its
-    copy runs nowhere. None when nothing is counted."""
-    statuses = (local.get("status") or {}).get("jobsStatus") or []
-    if not any(int(s.get("active") or 0) or int(s.get("ready") or 0) for s in statuses):
-        return None
-    return {"status": {"jobsStatus": [{**s, "active": 0, "ready": 0} for s in statuses]}}
+    """Active and ready counts of every `jobsStatus` entry set to 0; None when nothing is counted."""
+    return zeroed_jobs_status_patch(local, "jobsStatus")
 
 
-class TrainJobAdapter:
+class TrainJobAdapter(MirroredStatusAdapter):
     resource = api.TRAIN_JOB
-
-    def __init__(self, local_kube: KubeClient, local_train_jobs: Informer) -> None:
-        self.local_kube = local_kube
-        self.local_train_jobs = local_train_jobs
+    jobs_status_field = "jobsStatus"
+    cached_spec_drops = ("runtimePatches", "trainer", "initializer")
+    remote_copy = staticmethod(remote_train_job_copy)
+    finished = staticmethod(train_job_finished)
 
     def local_train_job(self, namespace: str, name: str) -> Obj | None:
-        return self.local_train_jobs.get(f"{namespace}/{name}")
-
-    def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:
-        train_job = self.local_train_job(namespace, name)
-        if train_job is None:  # not in the cache yet (or being deleted): look again, do not reject
-            raise LookupError(f"TrainJob {namespace}/{name} not found on the manager cluster")
-        managed_by = (train_job.get("spec") or {}).get("managedBy") or ""
-        if managed_by == api.MANAGED_BY_MULTIKUEUE:
-            return True, ""
-        return False, api.expecting_managed_by_message(managed_by)
-
-    async def sync_job(self, remote: RemoteClient, namespace: str, name: str, workload_name: str) -> bool:
-        local = self.local_train_job(namespace, name)
-        if local is None:
-            raise LookupError(f"TrainJob {namespace}/{name} not found on the manager cluster")
-        remote_train_job = await remote_object(remote, api.TRAIN_JOB, namespace, name)
-        if remote_train_job is None:
-            ended = remote.finished_gone(api.TRAIN_JOB, namespace, name)
-            if ended is not None:
-                # It ran and finished, then the worker deleted it: its end is copied, never re-run.
-                await self._mirror_status(local, ended.get("status") or {})
-                return False
-            await remote.kube.create(
-                api.TRAIN_JOB, remote_train_job_copy(local, workload_name, remote.origin)
-            )
-            return False
-        await self._mirror_status(local, remote_train_job.get("status") or {})
-        return False
-
-    async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
-        local = self.local_train_job(namespace, name)
-        remote_train_job = await remote_object(remote, api.TRAIN_JOB, namespace, name)
-        if remote_train_job is None:
-            remote_train_job = remote.finished_gone(api.TRAIN_JOB, namespace, name)
-        if local is None or remote_train_job is None or not owned_by(remote_train_job, remote.origin):
-            return True
-        if not train_job_finished(remote_train_job):
-            return False
-        await self._mirror_status(local, remote_train_job.get("status") or {})
-        return True
-
-    async def release_local(self, namespace: str, name: str) -> None:
-        """The agent releases an evicted TrainJob's quota once no Job of it is active; with its
-        worker copy gone or unreachable, nothing would ever lower the counts mirrored last."""
-        local = self.local_train_job(namespace, name)
-        patch = released_status_patch(local) if local is not None else None
-        if local is None or patch is None:
-            return
-        meta = local["metadata"]
-        with contextlib.suppress(NotFound):
-            await self.local_kube.patch_status_merge(api.TRAIN_JOB, meta["name"], patch, meta["namespace"])
-
-    async def _mirror_status(self, local: Obj, remote_status: Obj) -> None:
-        patch = status_patch(local, remote_status)
-        if patch is None:
-            return
-        meta = local["metadata"]
-        await self.local_kube.patch_status_merge(api.TRAIN_JOB, meta["name"], patch, meta["namespace"])
-
-    async def delete_remote(self, remote: RemoteClient, namespace: str, name: str) -> None:
-        await delete_if_owned(remote, api.TRAIN_JOB, namespace, name, propagation="Background")
-
-    @staticmethod
-    def remote_cache_transform(remote_train_job: Obj) -> Obj:
-        """What the manager keeps of a worker's TrainJob: metadata, status and a few spec fields;
-        the runtime patches, trainer and initializer settings are dropped."""
-        train_job = compact(remote_train_job)
-        spec = train_job.get("spec")
-        if isinstance(spec, dict):
-            for key in ("runtimePatches", "trainer", "initializer"):
-                spec.pop(key, None)
-        return train_job
-
-    def workload_keys_for(self, remote_obj: Obj) -> list[str]:
-        name = prebuilt_workload_name(remote_obj)
-        return [f"{remote_obj['metadata']['namespace']}/{name}"] if name else []
+        return self.local_object(namespace, name)

@@ -55,6 +55,12 @@ class ConnectError(Exception):
 FINISHED_GONE_KEEP_SECONDS = 15 * 60.0
 
 
+def _expire(marks: OrderedDict[str, dt.datetime], now: dt.datetime) -> None:
+    """Drops the marks (oldest first) older than FINISHED_GONE_KEEP_SECONDS."""
+    while marks and (now - next(iter(marks.values()))).total_seconds() >= FINISHED_GONE_KEEP_SECONDS:
+        marks.popitem(last=False)
+
+
 def finished_state(resource: api.Resource, obj: Obj) -> bool:
     """Whether `obj` ended its run: a Workload copy Finished (not replaced for being out of sync)
     or a batch/v1 Job Complete or Failed (a JobSet Completed or Failed, a TrainJob Complete or Failed)."""
@@ -124,6 +130,9 @@ class RemoteClient:
         # worker: a worker may delete a finished Job (ttlSecondsAfterFinished, a user) and with it
         # its Workload copy before the manager has copied the end of the run.
         self._finished_gone: OrderedDict[tuple[str, str], tuple[dt.datetime, Obj]] = OrderedDict()
+        # UID -> when of the copies this manager is removing (a re-dispatch, an eviction): the
+        # worker finishes such a copy as its job goes (OwnerNotFound), which is no end of the run.
+        self._withdrawn: OrderedDict[str, dt.datetime] = OrderedDict()
 
     # -- state -------------------------------------------------------------------------------
 
@@ -161,6 +170,20 @@ class RemoteClient:
         entry = self._finished_gone.get((resource.plural, f"{namespace}/{name}"))
         return entry[1] if entry is not None else None
 
+    def withdraw(self, obj: Obj) -> None:
+        """Marks a copy this manager is about to remove: whatever end it reaches is not a result."""
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            now = self.clock.now()
+            _expire(self._withdrawn, now)
+            self._withdrawn.pop(uid, None)
+            self._withdrawn[uid] = now
+
+    def withdrawn(self, obj: Obj | None) -> bool:
+        """Whether `obj` is a copy this manager removed (or is removing)."""
+        uid = ((obj or {}).get("metadata") or {}).get("uid")
+        return bool(uid) and uid in self._withdrawn
+
     def remember_deleted(self, resource: api.Resource, obj: Obj) -> None:
         now = self.clock.now()
         while self._finished_gone:
@@ -168,7 +191,7 @@ class RemoteClient:
             if (now - oldest).total_seconds() < FINISHED_GONE_KEEP_SECONDS:
                 break
             self._finished_gone.popitem(last=False)
-        if finished_state(resource, obj):
+        if finished_state(resource, obj) and not self.withdrawn(obj):
             key = (resource.plural, object_key(obj))
             self._finished_gone.pop(key, None)
             self._finished_gone[key] = (now, obj)

@@ -336,7 +336,8 @@ class WorkloadReconciler:
 
         # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync). A
         # copy that finished and then left its worker (with its job) counts: that run is over.
-        finished = best_match(group.remotes, api.WORKLOAD_FINISHED) or self._finished_and_gone(wl, group)
+        kept = {c: r for c, r in group.remotes.items() if not group.available[c].withdrawn(r)}
+        finished = best_match(kept, api.WORKLOAD_FINISHED) or self._finished_and_gone(wl, group)
         if finished is not None:
             cluster, condition = finished
             if condition.get("reason") == api.REASON_OUT_OF_SYNC:
@@ -856,7 +857,11 @@ class WorkloadReconciler:
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
     ) -> None:
         """§3.4.5: the job object first (even when the Workload copy is already gone), then the
-        copy, after dropping its resource-in-use finalizer."""
+        copy, after dropping its resource-in-use finalizer. The copy is withdrawn first: the worker
+        finishes it (OwnerNotFound) as its job goes, and that end must not be taken for the run's."""
+        remote = client.remote_workload(namespace, workload_name)
+        if remote is not None:
+            client.withdraw(remote)
         if owner_name and not self._group_stays(client, adapter, namespace, workload_name):
             await adapter.delete_remote(client, namespace, owner_name)
             if getattr(adapter, "multi_workload", False):

@@ -277,6 +277,27 @@ async def test_the_last_state_of_a_finished_object_that_left_the_worker_is_kept_
     assert client.finished_gone(api.WORKLOAD, "ns", "later") is not None
 
 
+async def test_a_copy_the_manager_withdrew_leaves_no_end_of_run_behind() -> None:
+    """The manager removes a copy (re-dispatch after an eviction): its worker finishes it with
+    OwnerNotFound as the job goes. That copy, and only that one (by UID), is no result."""
+    clock = FakeClock(START)
+    client = new_client(clock)
+    old = _finished_copy("wl", reason="OwnerNotFound")
+    old["metadata"]["uid"] = "uid-old"
+    client.withdraw(old)
+    assert client.withdrawn(old)
+    client.remember_deleted(api.WORKLOAD, old)
+    assert client.finished_gone(api.WORKLOAD, "ns", "wl") is None
+    new = _finished_copy("wl")
+    new["metadata"]["uid"] = "uid-new"  # the copy dispatched later under the same name
+    assert not client.withdrawn(new) and not client.withdrawn(None)
+    client.remember_deleted(api.WORKLOAD, new)
+    assert client.finished_gone(api.WORKLOAD, "ns", "wl") == new
+    await clock.advance(FINISHED_GONE_KEEP_SECONDS + 1)
+    client.withdraw({"metadata": {"uid": "uid-later"}})
+    assert not client.withdrawn(old)  # marks expire
+
+
 @pytest.mark.parametrize(
     ("resource", "obj"),
     [

@@ -26,8 +26,9 @@ help:
 	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
 	@echo "make chaos   the chaos test's long form (CHAOS_WORKLOADS=500) on a fleet of its own; see docs/reliability.md"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
-	@echo "make bench-compare          1,000 Jobs + 200 LWS through ours, upstream Kueue and upstream tuned, side by"
-	@echo "                            side, each on a fresh 1+3 fleet (short form: BENCH_ARGS=\"--jobs 200 --lws 40\")"
+	@echo "make bench-compare          1,000 Jobs + 200 LWS through ours and upstream Kueue, each at its shipped defaults"
+	@echo "                            and both at one lifted client budget, 3 interleaved repeats, each on a fresh"
+	@echo "                            1+3 fleet (short form: BENCH_ARGS=\"--jobs 200 --lws 40\")"
 	@echo "make bench-scale            the manager's cost per Workload vs workers (1,3,10,20) and Workloads (1k,5k,10k),"
 	@echo "                            with PNG plots in docs/img (BENCH_ARGS=\"--workers 1,3 --workloads 1000\")"
 

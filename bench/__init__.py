@@ -4,7 +4,7 @@ repository root (the Makefile's bench-* and diff-upstream targets do that):
 
   bench.engine           admission throughput of one engine on one cluster (Kueue's scheduler baseline)
   bench.federation       MultiKueue dispatch of Jobs (and a LeaderWorkerSet mix) through a fleet
-  bench.compare          the same mix through ours, upstream Kueue and upstream tuned, side by side
+  bench.compare          the same mix through ours and upstream Kueue, at shipped and at equal lifted budgets
   bench.scale            the manager's cost per Workload against workers and Workloads, with plots
   bench.manager_memory   what the manager's caches hold, per informer (tracemalloc)
   bench.replay_baseline  the baseline's mix replayed on the pure admission engine (no cluster)

@@ -1,29 +1,35 @@
 """Side by side with upstream MultiKueue: the same workload mix through a fresh local fleet of
-1 manager + N workers (default 3), once per engine, one fleet at a time:
+1 manager + N workers (default 3), one fleet at a time, in four arms:
 
-  ours             our manager and worker_agents (clientConnection: our defaults)
-  upstream         upstream Kueue (KUEUE_VERSION of hack/versions.env) on every cluster, its
-                   default clientConnection (v0.19: qps 300 / burst 500)
-  upstream_tuned   the same with a larger client budget (default qps -1: client-side rate limiting
-                   off, as upstream's Configuration API allows; --tuned-qps / --tuned-burst)
+  ours             our manager and worker_agents at our shipped client budget (20 qps / 30 burst
+                   per API resource)
+  upstream         upstream Kueue (KUEUE_VERSION of hack/versions.env) on every cluster at its shipped
+                   defaults: clientConnection 300 / 500 for its manager-local client, while its
+                   MultiKueue worker clients get client-go's 5 / 10 per API resource (v0.19.2 has no
+                   setting for them): the limit that binds it
+  ours_lifted      ours with every client at the lifted budget (--lifted-qps / --lifted-burst,
+                   default 300 / 500)
+  upstream_tuned   upstream Kueue built with our patch hack/patches/kueue-<version>-multikueue-worker-
+                   client-budget.patch, which gives its worker clients the clientConnection budget
+                   (the effect of a later upstream change), every client at the same lifted budget
 
-Each run reuses bench.federation's parts (bench.fleet's fleet, the Job submitter and its watch of
-the manager's Workloads, bench.procfs's sampling) and bench.lws_mix (the LeaderWorkerSet mix), and adds:
+Arms are interleaved (ours, upstream, ours_lifted, upstream_tuned, then again) `--repeat` times
+(default 3). A repeat whose fleet fails to start is retried once, its logs kept, and reported as
+failed. Every phase waits for all its Workloads (2 s per Workload, 300..1800 s), a Job seen
+Finished without Admitted=True counts as admitted when first seen so, and an arm's figures are the
+median over its complete repeats; a ratio is only taken between arms that completed every repeat.
 
-  - a watch of the pods on every worker: submitted -> the first pod of a Job Running (or already
-    Succeeded) on its worker, and for an LWS -> all its pods Running there;
-  - API requests per Workload from every apiserver's `apiserver_request_total` (the one source
-    both engines share: upstream's `kueue` does not export client-go's rest_client_requests_total),
-    all of them (Kueue's, and the Job controller's, scheduler's, kwok's and the harness's, which are
-    the same work for both engines) and those of the group kueue.x-k8s.io (about only Kueue's);
-    ours also counts its own requests by apiserver (rest_client_requests_total{host}, shown apart);
-  - CPU seconds and peak RSS of every Kueue process, per cluster (/proc).
+Each repeat reuses bench.federation's parts (bench.fleet's fleet, the Job submitter and its watch of
+the manager's Workloads, bench.procfs's sampling of every fleet process) and bench.lws_mix, and
+measures: the steady rate (Workloads/s between 10 % and 90 % of the Jobs admitted) and the time to
+admit them all; submitted -> Admitted (manager) and -> first pod Running (worker); the whole
+fleet's CPU per Workload by kind of process (apiservers, etcd, controllers, kwok, Kueue) and the
+rate the machine's CPUs could sustain at that cost; the manager cluster's Kueue memory (ours: the
+manager and its agent; upstream: its one process); API requests per Workload from every
+apiserver's `apiserver_request_total` (all, and those of kueue.x-k8s.io).
 
-It prints a table per engine, then ours / upstream ratios; `--json FILE` writes
-{"ours": {...}, "upstream": {...}, "upstream_tuned": {...}, "ratios": {...}, "meta": {...}}.
-
-  .venv/bin/python -m bench.compare [--jobs 1000] [--lws 200] [--engines ours,upstream,upstream_tuned]
-  .venv/bin/python -m bench.compare --jobs 200 --lws 40 --json /tmp/compare.json   # short form
+  .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 3 --json /tmp/compare.json
+  .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 1 --engines ours_lifted,upstream_tuned
 """
 
 from __future__ import annotations
@@ -41,20 +47,31 @@ from typing import Any
 
 from bench import common
 from bench.common import SHM, BenchError, Obj, end_on_sigterm, say, set_prog, utc_now, write_json
+from bench.compare_fair import (
+    KUEUE_REQUESTS_FLOOR_PER_WL,
+    admit_all,
+    admitted_at,
+    compare,
+    fleet_cpu,
+    fold,
+    format_arms,
+    format_comparisons,
+)
+from bench.compare_fair import steady_rate as steady
 from bench.compare_summary import (
     ENGINES,
     KUEUE_GROUP,
+    LIFTED_BURST,
+    LIFTED_QPS,
     Engine,
     engines,
     format_engine,
-    format_ratios,
     jobset_figures,
-    json_payload,
     lws_skip_reason,
     phase_timeout,
-    ratios,
     requests_by_cluster,
     summarize,
+    workloads_of,
 )
 from bench.federation_result import RunResult, format_result
 from bench.federation_run import FederationRun
@@ -79,7 +96,7 @@ from bench.prom import (
     parse_prometheus_text,
     scrape,
 )
-from bench.stats import loads
+from bench.stats import distribution, loads
 
 DEFAULT_FLEET_DIR = SHM / "kueue-federation-bench-compare"
 # Labels the Job and LWS controllers put on their pods (the worker's copy keeps the manager's name).
@@ -119,20 +136,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(ENGINES),
         help=f"comma-separated runs, in order (default {','.join(ENGINES)})",
     )
-    p.add_argument("--client-qps", type=float, help="clientConnection.qps of ours (default: our 20)")
-    p.add_argument("--client-burst", type=int, help="clientConnection.burst of ours (default: our 30)")
     p.add_argument(
-        "--tuned-qps",
+        "--lifted-qps",
         type=float,
-        default=-1.0,
-        help="clientConnection.qps of upstream_tuned (default -1: no client-side rate limit)",
+        default=LIFTED_QPS,
+        help=f"clientConnection.qps of every client of ours_lifted and upstream_tuned ({LIFTED_QPS:g})",
     )
-    p.add_argument("--tuned-burst", type=int, default=1000, help="clientConnection.burst of upstream_tuned")
+    p.add_argument(
+        "--lifted-burst",
+        type=int,
+        default=LIFTED_BURST,
+        help=f"clientConnection.burst of ours_lifted and upstream_tuned (default {LIFTED_BURST})",
+    )
+    p.add_argument("--repeat", type=int, default=3, help="runs of each arm, interleaved (default 3)")
     p.add_argument(
         "--timeout",
         type=float,
-        help="seconds to wait after each phase's submissions (default: 0.5 s per Workload of the phase, "
-        "within 60..600)",
+        help="seconds to wait after each phase's submissions (default: 2 s per Workload of the phase, "
+        "within 300..1800)",
     )
     p.add_argument(
         "--running-timeout",
@@ -150,8 +171,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [e for e in args.engines if e not in ENGINES]
     if unknown or not args.engines or len(set(args.engines)) != len(args.engines):
         p.error(f"--engines takes distinct names among {', '.join(ENGINES)}; got {','.join(args.engines)}")
-    if args.jobs < 1 or args.workers < 1 or args.nodes < 1:
-        p.error("--jobs, --workers and --nodes must be at least 1")
+    if args.jobs < 1 or args.workers < 1 or args.nodes < 1 or args.repeat < 1:
+        p.error("--jobs, --workers, --nodes and --repeat must be at least 1")
     if args.lws < 0 or args.lws_replicas < 1 or args.lws_size < 1 or args.lws_rate <= 0 or args.rate < 0:
         p.error("--lws and --rate must be >= 0; --lws-replicas, --lws-size and --lws-rate positive")
     if args.jobsets < 0 or args.jobset_workers < 1 or args.jobset_rate <= 0:
@@ -356,7 +377,44 @@ class CompareRun:
         )
         summary["lws_skipped"] = self.lws_skipped
         summary.update(jobset_figures(jobset_result))
+        summary.update(self.fair_figures(run, jobs_result, lws_result, sampler, summary))
         return summary
+
+    def fair_figures(self, run: FederationRun, jobs: RunResult, lws: Any, sampler: Any, summary: Obj) -> Obj:
+        """The figures the arms are compared by: a Job seen Finished first counts as admitted then;
+        complete only if every Workload of every phase was admitted."""
+        args = self.args
+        records = [r for r in run.recorder.jobs.values() if r.submitted is not None]
+        times = [t for r in records if (t := admitted_at(r.admitted, r.finished)) is not None]
+        latencies = [
+            t - r.submitted for r in records if (t := admitted_at(r.admitted, r.finished)) is not None
+        ]
+        dist = distribution(latencies)
+        lws_complete = not args.lws or (
+            lws is not None and not lws.timed_out and not lws.error and lws.placed >= args.lws
+        )
+        complete = bool(
+            jobs is not None
+            and not jobs.error
+            and len(records) == args.jobs
+            and len(times) == args.jobs
+            and lws_complete
+        )
+        cpu = {label: f.cpu_s for label, f in sampler.figures.items()}
+        return {
+            "complete": complete,
+            "binding_limit": self.engine.binding_limit(),
+            "jobs_admitted_or_finished": len(times),
+            "throughput_wl_s": steady(times, args.jobs),
+            "throughput_first_to_last_wl_s": summary.get("throughput_wl_s"),
+            "admit_all_s": admit_all([r.submitted for r in records], times, args.jobs),
+            "p50_admitted_s": dist.p50,
+            "p95_admitted_s": dist.p95,
+            "p99_admitted_s": dist.p99,
+            **fleet_cpu(cpu, workloads_of(args), os.cpu_count() or 1),
+            "fleet_cpu_s_by_process": dict(sorted(cpu.items())),
+            "manager_cluster_rss_mib": summary.get("manager_peak_rss_mib"),
+        }
 
     def run(self) -> Obj:
         args = self.args
@@ -370,12 +428,39 @@ class CompareRun:
                 self.engine.client_qps,
                 self.engine.client_burst,
                 upstream_kueue=self.engine.upstream_clusters,
-                extra_up_args=("--no-sample",),
+                extra_up_args=(
+                    "--no-sample",
+                    "--keep-on-failure",
+                    *(["--upstream-kueue-lifted"] if self.engine.lifted_workers else []),
+                ),
             )
             say(f"{self.engine.name}: fleet up, machine load {loads(os.getloadavg())}")
-            return asyncio.run(self.measure())
-        finally:
-            self.fleet.stop(save_logs_to=self.work_dir)
+            summary = asyncio.run(self.measure())
+        except BaseException:
+            self.fleet.stop(save_logs_to=self.work_dir, everything=True)  # every process's log
+            raise
+        self.fleet.stop(save_logs_to=self.work_dir)
+        return summary
+
+
+def run_arm(engine: Engine, args: argparse.Namespace, work_dir: Path, repeat: int) -> Obj | None:
+    """One repeat of one arm, retried once when it fails to run; None when both attempts failed
+    (their logs stay in the work directory)."""
+    for attempt in (1, 2):
+        tag = f"r{repeat}" + ("" if attempt == 1 else f"-retry{attempt - 1}")
+        say(f"== {engine.name} repeat {repeat} ({engine.client_budget()})")
+        t0 = time.monotonic()
+        try:
+            summary = CompareRun(engine, args, work_dir / tag).run()
+        except BenchError as e:
+            say(f"{engine.name} repeat {repeat} attempt {attempt} failed: {e} (logs in {work_dir / tag})")
+            continue
+        summary["wall_s"] = time.monotonic() - t0
+        summary["repeat"] = repeat
+        summary["attempt"] = attempt
+        print(format_engine(summary), flush=True)
+        return summary
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,41 +468,42 @@ def main(argv: list[str] | None = None) -> int:
     set_prog("bench-compare")
     end_on_sigterm()
     work_dir = common.work_dir(args.work_dir, "compare-")
-    results: dict[str, Obj | None] = {}
-    failed = False
+    chosen = engines(args)
+    repeats: dict[str, list[Obj | None]] = {e.name: [] for e in chosen}
     started = time.monotonic()
     try:
-        for engine in engines(args):
-            say(f"== {engine.name} ({engine.client_budget()}), fleet {args.fleet_dir}-{engine.name}")
-            t0 = time.monotonic()
-            try:
-                results[engine.name] = CompareRun(engine, args, work_dir).run()
-                results[engine.name]["wall_s"] = time.monotonic() - t0
-            except BenchError as e:
-                say(f"{engine.name}: {e}")
-                results[engine.name] = None
-                failed = True
+        for repeat in range(1, args.repeat + 1):
+            for engine in chosen:
+                repeats[engine.name].append(run_arm(engine, args, work_dir, repeat))
     except KeyboardInterrupt:
         say("interrupted")
         return 130
-    for summary in results.values():
-        if summary:
-            print(format_engine(summary), flush=True)
-            failed = failed or bool(summary["error"] or summary["timed_out"])
-    print(format_ratios(ratios(results)), flush=True)
+    arms: dict[str, Obj | None] = {name: fold(runs) for name, runs in repeats.items()}
+    for name, arm in arms.items():
+        if arm:
+            arm["engine"] = name
+    table = compare(arms)
+    print(format_arms(arms), flush=True)
+    print(format_comparisons(table), flush=True)
     if args.json:
         meta = {
             "date": utc_now(),
             "cpus": os.cpu_count(),
             "args": vars(args),
             "wall_s": time.monotonic() - started,
+            "admitted": "Admitted=True seen on the manager, or Finished seen first (counted admitted then)",
+            "throughput": "steady rate: Job Workloads admitted per second between 10 % and 90 % of them",
             "latency_to_running": "first pod (Job) / every pod (LWS) seen Running or Succeeded on its worker",
             "api_requests_source": f"{APISERVER_REQUESTS} of every cluster's kube-apiserver",
+            "kueue_requests_floor_per_wl": KUEUE_REQUESTS_FLOOR_PER_WL,
             "workDir": str(work_dir),
         }
-        write_json(args.json, json_payload(results, meta))
+        payload: Obj = {name: arms.get(name) for name in ENGINES}
+        payload["ratios"] = table
+        payload["meta"] = meta
+        write_json(args.json, payload)
     say(f"scrapes and logs in {work_dir}")
-    return 1 if failed else 0
+    return 0 if all(a and a["completed"] for a in arms.values()) else 1
 
 
 if __name__ == "__main__":

@@ -118,9 +118,9 @@ class _LocalFleetDir:
         self.started = True
         self._localfleet("up", *args)
 
-    def _down(self, save_logs_to: Path | None) -> None:
+    def _down(self, save_logs_to: Path | None, everything: bool = False) -> None:
         if save_logs_to is not None:
-            self.save_logs(save_logs_to)
+            self.save_logs(save_logs_to, everything)
         self._localfleet("down", check=False)
         self.started = False
 
@@ -129,13 +129,14 @@ class _LocalFleetDir:
             self.state = json.loads((self.run_dir / "state.json").read_text())
         return self.state
 
-    def save_logs(self, to: Path) -> None:
-        """Our processes' logs (manager, worker_agents, upstream Kueue) outlive the run directory
-        `down` removes, as `<cluster>-<component>.log` in `to`."""
+    def save_logs(self, to: Path, everything: bool = False) -> None:
+        """Our processes' logs (manager, worker_agents, upstream Kueue; `everything`: every process's)
+        outlive the run directory `down` removes, as `<cluster>-<component>.log` in `to`."""
         if not self.state:  # `up` failed before state.json was read
             self.read_state()
+        to.mkdir(parents=True, exist_ok=True)
         for p in self.state.get("processes") or ():
-            if p.get("component") in KUEUE_COMPONENTS:
+            if everything or p.get("component") in KUEUE_COMPONENTS:
                 source = Path(p["log"])
                 with contextlib.suppress(OSError):
                     (to / f"{p['cluster']}-{p['component']}.log").write_bytes(source.read_bytes())
@@ -201,10 +202,10 @@ class Fleet(_LocalFleetDir):
                 f"the fleet in {self.run_dir} runs no manager: start it with `up --agents --manager`"
             )
 
-    def stop(self, save_logs_to: Path | None = None) -> None:
+    def stop(self, save_logs_to: Path | None = None, everything: bool = False) -> None:
         if self.owned and self.started:
             say(f"tearing the fleet down ({self.run_dir})")
-            self._down(save_logs_to)
+            self._down(save_logs_to, everything)
 
     def client_budget(self) -> str:
         """The manager's clientConnection (the agents get the same from localfleet)."""

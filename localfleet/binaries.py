@@ -3,6 +3,7 @@ cache (~/.cache/kueue-federation/bin, or $XDG_CACHE_HOME/kueue-federation/bin), 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,6 +21,17 @@ from localfleet.common import CACHE, REPO, FleetError, fmt_duration, log
 from localfleet.operators import LWS, OPERATORS, Operator
 
 MIN_GO = (1, 26)
+# `path(LIFTED_KUEUE)`: upstream Kueue built with hack/patches/kueue-<KUEUE_VERSION>-<LIFTED_PATCH_NAME>.
+LIFTED_KUEUE = "kueue-lifted"
+LIFTED_PATCH_NAME = "multikueue-worker-client-budget.patch"
+
+
+def _digest(path: Path) -> str:
+    """The first 8 hex digits of a file's SHA-256 (a patched build's cache key); "none" if absent."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+    except OSError:
+        return "none"
 
 
 def read_versions() -> dict[str, str]:
@@ -89,6 +101,8 @@ class Binaries:
                 return self.operator_dir(op) / op.binary
         if name == "kueue":
             return self.kueue_dir / "kueue"
+        if name == LIFTED_KUEUE:
+            return self.kueue_dir / f"kueue-lifted-{_digest(self.lifted_kueue_patch)}"
         if name == "helm":
             return self.helm_dir / "helm"
         if name == "promtool":
@@ -126,6 +140,12 @@ class Binaries:
     def kueue_conversion_crds(self) -> Path:
         """The CRD names upstream's kustomization gives a conversion webhook, one a line."""
         return self.kueue_dir / "conversion-crds.txt"
+
+    @property
+    def lifted_kueue_patch(self) -> Path:
+        """Our patch to upstream Kueue that gives its MultiKueue worker clients the clientConnection
+        budget (bench.compare's upstream_tuned), one per KUEUE_VERSION."""
+        return REPO / "hack" / "patches" / f"kueue-{self.versions['KUEUE_VERSION']}-{LIFTED_PATCH_NAME}"
 
     def upstream_kueue_present(self) -> bool:
         return (
@@ -239,7 +259,12 @@ class Builder:
         return Path(info["Dir"])
 
     def build_all(
-        self, force: bool = False, upstream_kueue: bool = False, helm: bool = False, promtool: bool = False
+        self,
+        force: bool = False,
+        upstream_kueue: bool = False,
+        helm: bool = False,
+        promtool: bool = False,
+        upstream_kueue_lifted: bool = False,
     ) -> None:
         """Everything a fleet needs; with `upstream_kueue` also upstream Kueue's full binary, with
         `helm` also the helm CLI (the Helm chart's tests need it; a fleet does not)."""
@@ -254,6 +279,8 @@ class Builder:
                 todo.append(lambda op=op: self.build_operator(op))
         if upstream_kueue and (force or not self.bins.upstream_kueue_present()):
             todo.append(self.build_upstream_kueue)
+        if upstream_kueue_lifted and (force or not self.bins.path(LIFTED_KUEUE).is_file()):
+            todo.append(self.build_upstream_kueue_lifted)
         if helm and (force or not self.bins.path("helm").is_file()):
             todo.append(self.build_helm)
         if promtool and (force or not self.bins.path("promtool").is_file()):
@@ -516,6 +543,35 @@ class Builder:
         if not converted:
             raise FleetError(f"sigs.k8s.io/kueue@{version}: no CRD conversion patch in {crd_src}")
         self.bins.kueue_conversion_crds.write_text("\n".join(converted) + "\n")
+
+    def build_upstream_kueue_lifted(self) -> None:
+        """Upstream Kueue's binary with our patch (hack/patches/): its MultiKueue worker clients get
+        the clientConnection qps/burst instead of client-go's 5/10 per resource, the effect of a later
+        upstream change that KUEUE_VERSION predates. Built in a copy of the module's source."""
+        version = self.v["KUEUE_VERSION"]
+        patch = self.bins.lifted_kueue_patch
+        if not patch.is_file():
+            raise FleetError(f"no patch {patch.relative_to(REPO)} for upstream Kueue {version}")
+        src = self.module_dir(f"sigs.k8s.io/kueue@{version}")
+        work = CACHE / "build" / f"kueue-lifted-src-{version}"
+        if work.exists():
+            for d in [work, *(p for p in work.rglob("*") if p.is_dir())]:
+                d.chmod(0o755)
+            shutil.rmtree(work)
+        shutil.copytree(src, work)
+        for d in [work, *work.rglob("*")]:
+            d.chmod(0o755 if d.is_dir() else 0o644)
+        self.run(f"patch kueue {version}", ["patch", "-p1", "--forward", "-i", str(patch)], cwd=work)
+        out = self.bins.path(LIFTED_KUEUE)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}"
+        self.run(
+            f"build kueue {version} lifted",
+            ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(partial), "./cmd/kueue"],
+            cwd=work,
+        )
+        partial.rename(out)
 
 
 def crd_docs(files: Iterable[Path]) -> list[dict]:

@@ -92,7 +92,11 @@ _GO_DURATION = re.compile(r"(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+")
 
 def cmd_build(args: argparse.Namespace) -> None:
     Builder(Binaries(read_versions())).build_all(
-        force=args.force, upstream_kueue=args.upstream_kueue, helm=args.helm, promtool=args.promtool
+        force=args.force,
+        upstream_kueue=args.upstream_kueue or args.upstream_kueue_lifted,
+        helm=args.helm,
+        promtool=args.promtool,
+        upstream_kueue_lifted=args.upstream_kueue_lifted,
     )
 
 
@@ -115,6 +119,8 @@ def cmd_up(args: argparse.Namespace) -> None:
             "(use `up --agents --manager`)"
         )
     upstream = upstream_kueue_clusters(args.upstream_kueue or [], args.workers)
+    if args.upstream_kueue_lifted and not upstream:
+        raise FleetError("--upstream-kueue-lifted needs --upstream-kueue CLUSTER")
     bins = Binaries(read_versions())
     opts = FleetOptions(
         workers=args.workers,
@@ -133,6 +139,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         dispatcher=args.dispatcher,
         upstream_kueue=upstream,
         upstream_kueue_config=upstream_kueue_config(args.upstream_kueue_config, upstream),
+        upstream_kueue_lifted=args.upstream_kueue_lifted,
         shared_etcd=args.shared_etcd,
         light_workers=args.light_workers,
         jobset=not args.no_jobset,
@@ -145,7 +152,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     if existing or opts.run_dir.exists():
         log(f"cleaning up a previous run in {opts.run_dir}")
         down(opts.run_dir)
-    Builder(bins).build_all(upstream_kueue=bool(upstream))
+    Builder(bins).build_all(upstream_kueue=bool(upstream), upstream_kueue_lifted=args.upstream_kueue_lifted)
     fleet = FleetUp(opts, bins)
     try:
         fleet.run()
@@ -331,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also upstream Kueue's kueue binary and manifests (what `up --upstream-kueue` runs)",
     )
     b.add_argument(
+        "--upstream-kueue-lifted",
+        action="store_true",
+        help="also upstream Kueue patched by hack/patches/ so that its MultiKueue worker clients get the "
+        "clientConnection budget (what `up --upstream-kueue-lifted` runs; docs/benchmarks.md)",
+    )
+    b.add_argument(
         "--helm",
         action="store_true",
         help="also the helm CLI (HELM_VERSION), for the Helm chart's tests (deploy/helm; docs/helm.md)",
@@ -391,6 +404,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run upstream Kueue (KUEUE_VERSION of hack/versions.env, built on first use) on CLUSTER "
         "(manager or workerN) instead of our worker_agent, and on the manager instead of our manager "
         "too; repeatable",
+    )
+    u.add_argument(
+        "--upstream-kueue-lifted",
+        action="store_true",
+        help="with --upstream-kueue: run upstream Kueue built with our patch (hack/patches/) that gives "
+        "its MultiKueue worker clients the clientConnection qps/burst (client-go's 5/10 otherwise)",
     )
     u.add_argument(
         "--upstream-kueue-config",

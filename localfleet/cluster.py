@@ -61,6 +61,8 @@ class FleetOptions:
     # Top-level fields merged over the config.kueue.x-k8s.io/v1beta2 Configuration upstream Kueue gets
     # (`up --upstream-kueue-config FILE`), e.g. fairSharing for the differential runner.
     upstream_kueue_config: dict = field(default_factory=dict)
+    # Upstream Kueue built with hack/patches/' worker-client budget patch (`up --upstream-kueue-lifted`).
+    upstream_kueue_lifted: bool = False
     # One etcd (the manager's) serves every apiserver, each under its own key prefix (--etcd-prefix).
     shared_etcd: bool = False
     # Workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from localfleet.binaries import Binaries, crd_docs
+from localfleet.binaries import LIFTED_KUEUE, Binaries, crd_docs
 from localfleet.cluster import ClusterPlan, FleetOptions
 from localfleet.common import (
     AGENT_FRAMEWORKS,
@@ -151,6 +151,10 @@ class UpstreamKueue:
             **self.opts.upstream_kueue_config,
         }
 
+    def upstream_binary(self) -> Path:
+        """The kueue binary: the release, or with `up --upstream-kueue-lifted` our patched build."""
+        return self.bins.path(LIFTED_KUEUE if self.opts.upstream_kueue_lifted else "kueue")
+
     def upstream_command(self, c: ClusterPlan, config: Path) -> list[str]:
         """kueue in a private mount namespace whose /etc is an overlay holding the metrics certificate
         upstream reads from a fixed path; the shell execs kueue, so the supervisor signals kueue itself."""
@@ -173,7 +177,7 @@ class UpstreamKueue:
             "kueue-private-etc",
             str(self.upstream_etc_upper(c)),
             str(etc / "work"),
-            str(self.bins.path("kueue")),
+            str(self.upstream_binary()),
             f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
             f"--config={config}",
             f"--feature-gates={gates}",
@@ -185,6 +189,8 @@ class UpstreamKueue:
         configurations and a ResourceFlavor `default-flavor` (as the agents' start creates)."""
         chosen = [c for c in self.clusters if self.runs_upstream(c)]
         version = self.bins.versions["KUEUE_VERSION"]
+        if self.opts.upstream_kueue_lifted:
+            version += " (patched: worker clients get the clientConnection budget)"
         self.step(f"starting upstream Kueue {version} on {', '.join(c.name for c in chosen)}")
         for c in chosen:
             config = self.upstream_config(c)
@@ -194,6 +200,7 @@ class UpstreamKueue:
                 self.state.cluster(c.name)["multikueueSecretsNamespace"] = config["namespace"]
             self.state.cluster(c.name)["upstreamKueue"] = {
                 "version": self.bins.versions["KUEUE_VERSION"],
+                "liftedWorkerClients": self.opts.upstream_kueue_lifted,
                 "config": str(cfg),
                 "health": f"http://127.0.0.1:{c.ports['kueue-health']}",
                 "metrics": f"https://127.0.0.1:{c.ports['kueue-metrics']}/metrics",
@@ -203,7 +210,7 @@ class UpstreamKueue:
                 c.name,
                 UPSTREAM_KUEUE_COMPONENT,
                 self.upstream_command(c, cfg),
-                program=str(self.bins.path("kueue")),
+                program=str(self.upstream_binary()),
             )
         for c in chosen:
             wait_for(

@@ -4,7 +4,6 @@ ours / upstream ratios."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -23,10 +22,11 @@ REQUIRED_KEYS = {
 }
 
 
-def test_defaults_are_the_issue_mix_on_three_workers_and_three_engines():
+def test_defaults_are_the_issue_mix_on_three_workers_four_arms_three_repeats():
     args = compare.parse_args([])
     assert (args.jobs, args.lws, args.lws_replicas, args.lws_size, args.workers) == (1000, 200, 2, 3, 3)
-    assert args.engines == ["ours", "upstream", "upstream_tuned"]
+    assert args.engines == ["ours", "upstream", "ours_lifted", "upstream_tuned"]
+    assert (args.repeat, args.lifted_qps, args.lifted_burst) == (3, 300.0, 500)
     assert compare_summary.workloads_of(args) == 1000 + 200 * 2
 
 
@@ -46,6 +46,8 @@ def test_short_form_and_engine_selection():
         ["--lws", "-1"],
         ["--lws-rate", "0"],
         ["--workers", "0"],
+        ["--repeat", "0"],
+        ["--tuned-qps", "5"],  # gone: upstream_tuned is at the lifted budget of both sides
     ],
 )
 def test_bad_arguments_are_refused(argv, capsys):
@@ -54,17 +56,22 @@ def test_bad_arguments_are_refused(argv, capsys):
     assert "bench_compare: error" in capsys.readouterr().err
 
 
-def test_engines_put_upstream_on_every_cluster_and_tune_only_the_tuned_run():
-    args = compare.parse_args(["--workers", "2", "--tuned-qps", "1000", "--tuned-burst", "2000"])
+def test_the_lifted_arms_share_one_budget_and_only_upstream_tuned_runs_the_patched_build():
+    args = compare.parse_args(["--workers", "2", "--lifted-qps", "1000", "--lifted-burst", "2000"])
     by_name = {e.name: e for e in compare_summary.engines(args)}
-    assert by_name["ours"].upstream_clusters == ()
-    assert by_name["upstream"].upstream_clusters == ("manager", "worker1", "worker2")
+    assert by_name["ours"].upstream_clusters == by_name["ours_lifted"].upstream_clusters == ()
+    for name in ("upstream", "upstream_tuned"):
+        assert by_name[name].upstream_clusters == ("manager", "worker1", "worker2")
     assert (by_name["upstream"].client_qps, by_name["upstream"].client_burst) == (None, None)
-    assert by_name["upstream"].client_budget() == "qps 300 / burst 500"
-    assert (by_name["upstream_tuned"].client_qps, by_name["upstream_tuned"].client_burst) == (1000, 2000)
-    assert by_name["ours"].client_budget() == "qps 20 / burst 30 per API resource"
-    unlimited = compare_summary.engines(compare.parse_args([]))[2]
-    assert "unlimited" in unlimited.client_budget()
+    assert (by_name["ours"].client_qps, by_name["ours"].client_burst) == (None, None)
+    for name in ("ours_lifted", "upstream_tuned"):
+        assert (by_name[name].client_qps, by_name[name].client_burst) == (1000, 2000)
+    assert [n for n, e in by_name.items() if e.lifted_workers] == ["upstream_tuned"]
+    assert "worker clients client-go's 5 / 10" in by_name["upstream"].client_budget()
+    assert "worker clients too (patched build" in by_name["upstream_tuned"].client_budget()
+    assert by_name["ours"].client_budget() == "qps 20 / burst 30 per API resource, every client"
+    assert "5 qps / 10 burst" in by_name["upstream"].binding_limit()
+    assert "CPU" in by_name["ours_lifted"].binding_limit() == by_name["upstream_tuned"].binding_limit()
 
 
 def samples(text: str) -> list:
@@ -160,39 +167,10 @@ def test_summary_sums_the_kueue_processes_per_cluster_and_divides_requests_by_wo
     assert s["lws_groups_per_s"] is None and s["lws_p99_running_s"] is None
 
 
-def test_ratios_divide_ours_by_each_upstream_run_and_skip_missing_figures():
-    ours = figures()
-    upstream = figures(throughput_wl_s=10.0, manager_cpu_s=2.5, api_requests_per_wl=0.0)
-    table = compare_summary.ratios({"ours": ours, "upstream": upstream, "upstream_tuned": None})
-    assert list(table) == ["ours/upstream"]
-    row = table["ours/upstream"]
-    assert set(row) == set(compare_summary.RATIO_KEYS)
-    assert row["throughput_wl_s"] == pytest.approx(0.5)
-    assert row["manager_cpu_s"] == pytest.approx(2.0)
-    assert row["api_requests_per_wl"] is None  # theirs is 0
-    assert row["lws_groups_per_s"] is None  # neither has it
-    assert compare_summary.ratios({"upstream": upstream}) == {}
-    assert stats.ratio(None, 1.0) is None
-
-
-def test_json_payload_has_every_engine_and_serializes():
-    ours = figures()
-    payload = compare_summary.json_payload({"ours": ours, "upstream": figures()}, {"cpus": 2})
-    assert set(payload) == {"ours", "upstream", "upstream_tuned", "ratios", "meta"}
-    assert payload["upstream_tuned"] is None
-    for name in ("ours", "upstream"):
-        assert REQUIRED_KEYS <= set(payload[name])
-    assert payload["ratios"]["ours/upstream"]["throughput_wl_s"] == pytest.approx(1.0)
-    assert json.loads(json.dumps(payload))["meta"] == {"cpus": 2}
-
-
 def test_report_names_every_process_and_the_ratios():
     text = compare_summary.format_engine(figures())
     assert "manager/manager: CPU / peak RSS" in text and "worker1/worker-agent" in text
     assert "worker1 apiserver requests per Workload: all / kueue.x-k8s.io" in text and "2.00" in text
-    table = compare_summary.format_ratios(compare_summary.ratios({"ours": figures(), "upstream": figures()}))
-    assert "ours/upstream" in table and "throughput_wl_s" in table
-    assert "n/a" in compare_summary.format_ratios({})
 
 
 def test_apiserver_requests_count_every_client_or_one_group():
@@ -219,11 +197,11 @@ def test_summary_reports_the_apiserver_source_and_ours_apart():
     assert s["kueue_client_requests"] == {} and s["api_requests_per_wl_kueue_group"] is None
 
 
-def test_phase_timeout_scales_with_the_phase_unless_given():
+def test_phase_timeout_is_sized_for_the_slowest_arm_unless_given():
     args = compare.parse_args([])
-    assert compare_summary.phase_timeout(args, 1000) == 500.0
-    assert compare_summary.phase_timeout(args, 80) == 60.0
-    assert compare_summary.phase_timeout(args, 5000) == 600.0
+    assert compare_summary.phase_timeout(args, 200) == 400.0
+    assert compare_summary.phase_timeout(args, 80) == 300.0
+    assert compare_summary.phase_timeout(args, 5000) == 1800.0
     assert compare_summary.phase_timeout(compare.parse_args(["--timeout", "1200"]), 10) == 1200.0
 
 

@@ -343,6 +343,29 @@ def test_manager_without_agents_is_refused_before_anything_starts(tmp_path, caps
     assert not run_dir.exists()
 
 
+def test_the_lifted_upstream_build_is_keyed_by_version_and_patch_and_needs_upstream_kueue(
+    tmp_path, capsys, monkeypatch
+):
+    """bench.compare's upstream_tuned runs upstream Kueue built with our patch: the pinned version
+    has one, the binary's name changes with it, and it only makes sense with --upstream-kueue."""
+    bins = localfleet.Binaries(localfleet.read_versions())
+    patch = bins.lifted_kueue_patch
+    assert patch.is_file() and patch.parent == localfleet.REPO / "hack" / "patches"
+    text = patch.read_text()
+    assert "WorkerClientQPS" in text and "+++ b/cmd/kueue/main.go" in text
+    lifted = bins.path(binaries.LIFTED_KUEUE)
+    assert (
+        lifted.parent == bins.path("kueue").parent
+        and lifted.name == f"kueue-lifted-{binaries._digest(patch)}"
+    )
+    assert binaries._digest(tmp_path / "missing") == "none"
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)
+    run_dir = tmp_path / "fleet"
+    assert localfleet.main(["--dir", str(run_dir), "up", "--upstream-kueue-lifted"]) == 1
+    assert "--upstream-kueue-lifted needs --upstream-kueue CLUSTER" in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
 def test_setup_multikueue_refuses_a_fleet_without_the_manager(tmp_path):
     state = localfleet.State(tmp_path)
     state.data["clusters"] = {

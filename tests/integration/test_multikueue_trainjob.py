@@ -77,7 +77,8 @@ async def test_a_trainjob_runs_on_one_worker_and_completes_on_the_manager(fleet,
         cluster = await _placed(env, name)
         other = next(c for c in env.clusters if c != cluster)
         await env.wait_copies_gone(other, name)
-        copy_ = await env.remote(cluster, api.TRAIN_JOB, "train")
+        # The check turns Ready as the winner is recorded; the copy follows in the same reconcile.
+        copy_ = await eventually(lambda: env.remote(cluster, api.TRAIN_JOB, "train"), timeout=30)
         assert copy_["metadata"]["labels"][api.LABEL_MULTIKUEUE_ORIGIN] == env.origin
         assert copy_["metadata"]["annotations"][api.ANNOTATION_PREBUILT_WORKLOAD_NAME] == name
         assert copy_["spec"].get("managedBy") in (None, api.TRAIN_JOB_MANAGED_BY_DEFAULT)

@@ -98,6 +98,7 @@ from bench.prom import (
 )
 from bench.stats import distribution, loads
 
+IDLE_SECONDS = 10.0  # the fleet's CPU at rest is sampled this long before each run
 DEFAULT_FLEET_DIR = SHM / "kueue-federation-bench-compare"
 # Labels the Job and LWS controllers put on their pods (the worker's copy keeps the manager's name).
 POD_LABEL_JOB = "batch.kubernetes.io/job-name"
@@ -230,6 +231,9 @@ class CompareRun:
         self.pods = RunningPods()
         self.lws_submitted: dict[str, float] = {}
         self.lws_skipped: str | None = None
+        self.idle_cpu_per_s = 0.0
+        self.sampled_from = time.monotonic()
+        self.sampled_s = 0.0
 
     def endpoints(self) -> dict[str, tuple[str, str | None]]:
         """Every Kueue process's /metrics: label cluster/component -> (url, bearer token). Ours and
@@ -297,6 +301,13 @@ class CompareRun:
     async def measure(self) -> Obj:
         args = self.args
         informers = await self.watch_pods()
+        # The fleet's CPU at rest first (controllers' resyncs, leases, kwok's heartbeats): a slower arm
+        # runs longer and pays more of it, so the report also gives the CPU above it.
+        idle = ProcessSampler(self.fleet.processes(), interval=IDLE_SECONDS)
+        idle.start()
+        await asyncio.sleep(IDLE_SECONDS)
+        await idle.stop()
+        self.idle_cpu_per_s = sum(f.cpu_s or 0.0 for f in idle.figures.values()) / IDLE_SECONDS
         sampler = ProcessSampler(self.fleet.processes(), interval=0.5)
         jobs_result: RunResult | None = None
         lws_result = None
@@ -305,6 +316,7 @@ class CompareRun:
             before = await self.scrape_all("before")
             apiservers_before = await self.scrape_apiservers("before")
             sampler.start()
+            self.sampled_from = time.monotonic()
             run_args = argparse.Namespace(
                 rate=args.rate,
                 clients=4,
@@ -353,6 +365,7 @@ class CompareRun:
                 )
                 print(format_jobset_mix(jobset_result), flush=True)
             await sampler.stop()
+            self.sampled_s = time.monotonic() - self.sampled_from
             after = await self.scrape_all("after")
             apiservers_after = await self.scrape_apiservers("after")
         finally:
@@ -401,6 +414,8 @@ class CompareRun:
             and lws_complete
         )
         cpu = {label: f.cpu_s for label, f in sampler.figures.items()}
+        fleet = fleet_cpu(cpu, workloads_of(args), os.cpu_count() or 1)
+        above_idle = fleet["fleet_cpu_s"] - self.idle_cpu_per_s * self.sampled_s
         return {
             "complete": complete,
             "binding_limit": self.engine.binding_limit(),
@@ -411,7 +426,9 @@ class CompareRun:
             "p50_admitted_s": dist.p50,
             "p95_admitted_s": dist.p95,
             "p99_admitted_s": dist.p99,
-            **fleet_cpu(cpu, workloads_of(args), os.cpu_count() or 1),
+            **fleet,
+            "fleet_idle_cpu_per_s": self.idle_cpu_per_s,
+            "fleet_cpu_ms_per_wl_above_idle": 1000.0 * above_idle / workloads_of(args),
             "fleet_cpu_s_by_process": dict(sorted(cpu.items())),
             "manager_cluster_rss_mib": summary.get("manager_peak_rss_mib"),
         }

@@ -29,6 +29,7 @@ ARM_FIGURES: dict[str, str] = {
     "lws_groups_per_s": "higher",
     "lws_p99_admitted_s": "lower",
     "fleet_cpu_ms_per_wl": "lower",
+    "fleet_cpu_ms_per_wl_above_idle": "lower",
     "kueue_cpu_ms_per_wl": "lower",
     "manager_cluster_rss_mib": "lower",
     "api_requests_per_wl": "lower",

@@ -230,7 +230,8 @@ def format_engine(summary: Obj) -> str:
             "Jobs submitted / Admitted / pods Running seen",
             " / ".join(f"{summary[k]:,}" for k in ("jobs_submitted", "jobs_admitted", "jobs_running_seen")),
         ),
-        ("throughput, Job Workloads Admitted on the manager", fmt(summary["throughput_wl_s"], "/s")),
+        ("steady rate, Job Workloads admitted /s (10 % -> 90 %)", fmt(summary["throughput_wl_s"], "/s")),
+        ("all Jobs admitted after (first submission -> last)", fmt(summary.get("admit_all_s"), "s")),
         ("Job submitted -> Admitted (manager) p50/p95/p99", dist("*_admitted_s")),
         ("Job submitted -> pod Running (worker) p50/p95/p99", dist("*_running_s")),
         (
@@ -256,6 +257,17 @@ def format_engine(summary: Obj) -> str:
                 )
                 + " s",
             ),
+        ]
+    if summary.get("fleet_cpu_ms_per_wl") is not None:
+        kinds = summary.get("fleet_cpu_ms_per_wl_by_kind") or {}
+        rows += [
+            (
+                "whole fleet CPU per Workload (above its rest)",
+                f"{fmt(summary['fleet_cpu_ms_per_wl'], 'ms')} "
+                f"({fmt(summary.get('fleet_cpu_ms_per_wl_above_idle'), 'ms')})",
+            ),
+            ("  by kind, ms per Workload", ", ".join(f"{k} {fmt(v)}" for k, v in kinds.items())),
+            ("  this machine's CPU ceiling at that cost", fmt(summary.get("cpu_ceiling_wl_s"), "/s")),
         ]
     for label, p in summary["processes"].items():
         rows.append((f"{label}: CPU / peak RSS", f"{fmt(p['cpu_s'], 's')} / {fmt(p['peak_rss_mib'], 'MiB')}"))
@@ -297,6 +309,8 @@ def format_engine(summary: Obj) -> str:
         lines.append(f"   ERROR: {summary['error']}")
     if summary["timed_out"]:
         lines.append("   TIMED OUT: some Workloads were not seen Admitted")
+    if summary.get("complete") is False:
+        lines.append("   TRUNCATED: not every Workload was admitted; this repeat gives no figure")
     if summary.get("lws_skipped"):
         lines.append(f"   LWS mix skipped: {summary['lws_skipped']}")
     lines += [f"   {name.ljust(width)}  {value}" for name, value in rows]

@@ -218,3 +218,15 @@ def test_the_lws_phase_is_skipped_after_a_failed_or_timed_out_jobs_phase():
     jobs.error = "boom"
     assert "failed (boom)" in compare_summary.lws_skip_reason(args, jobs)
     assert "LWS mix skipped: x" in compare_summary.format_engine(figures(lws_skipped="x"))
+    fair = compare_summary.format_engine(
+        figures(
+            complete=False,
+            admit_all_s=40.0,
+            fleet_cpu_ms_per_wl=300.0,
+            fleet_cpu_ms_per_wl_above_idle=200.0,
+            fleet_cpu_ms_per_wl_by_kind={"apiservers": 150.0, "kueue": 100.0},
+            cpu_ceiling_wl_s=6.7,
+        )
+    )
+    assert "TRUNCATED: not every Workload was admitted" in fair
+    assert "40.0 s" in fair and "300.0 ms (200.0 ms)" in fair and "apiservers 150.0, kueue 100.0" in fair

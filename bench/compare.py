@@ -492,16 +492,32 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(1, args.repeat + 1):
             for engine in chosen:
                 repeats[engine.name].append(run_arm(engine, args, work_dir, repeat))
+                if args.json:  # kept after every repeat: a run stopped early still leaves its data
+                    write_payload(args, repeats, work_dir, started, partial=True)
     except KeyboardInterrupt:
         say("interrupted")
         return 130
+    arms, table = write_payload(args, repeats, work_dir, started, partial=False)
+    print(format_arms(arms), flush=True)
+    print(format_comparisons(table), flush=True)
+    say(f"scrapes and logs in {work_dir}")
+    return 0 if all(a and a["completed"] for a in arms.values()) else 1
+
+
+def write_payload(
+    args: argparse.Namespace,
+    repeats: dict[str, list[Obj | None]],
+    work_dir: Path,
+    started: float,
+    partial: bool,
+) -> tuple[dict[str, Obj | None], dict[str, Obj]]:
+    """The arms folded from the repeats so far, their ratios, and (with --json) the file; `partial`:
+    not every repeat has run yet (meta.partial)."""
     arms: dict[str, Obj | None] = {name: fold(runs) for name, runs in repeats.items()}
     for name, arm in arms.items():
         if arm:
             arm["engine"] = name
     table = compare(arms)
-    print(format_arms(arms), flush=True)
-    print(format_comparisons(table), flush=True)
     if args.json:
         meta = {
             "date": utc_now(),
@@ -514,13 +530,13 @@ def main(argv: list[str] | None = None) -> int:
             "api_requests_source": f"{APISERVER_REQUESTS} of every cluster's kube-apiserver",
             "kueue_requests_floor_per_wl": KUEUE_REQUESTS_FLOOR_PER_WL,
             "workDir": str(work_dir),
+            "partial": partial,
         }
         payload: Obj = {name: arms.get(name) for name in ENGINES}
         payload["ratios"] = table
         payload["meta"] = meta
         write_json(args.json, payload)
-    say(f"scrapes and logs in {work_dir}")
-    return 0 if all(a and a["completed"] for a in arms.values()) else 1
+    return arms, table
 
 
 if __name__ == "__main__":

@@ -398,10 +398,10 @@ class CompareRun:
         complete only if every Workload of every phase was admitted."""
         args = self.args
         records = [r for r in run.recorder.jobs.values() if r.submitted is not None]
-        times = [t for r in records if (t := admitted_at(r.admitted, r.finished)) is not None]
-        latencies = [
-            t - r.submitted for r in records if (t := admitted_at(r.admitted, r.finished)) is not None
-        ]
+        pairs = [(r.submitted, admitted_at(r.admitted, r.finished)) for r in records]
+        admitted = [(s, t) for s, t in pairs if t is not None]
+        times = [t for _, t in admitted]
+        latencies = [t - submitted for submitted, t in admitted]
         dist = distribution(latencies)
         lws_complete = not args.lws or (
             lws is not None and not lws.timed_out and not lws.error and lws.placed >= args.lws

@@ -82,6 +82,14 @@ async def remote_object(
         return None
 
 
+async def remote_or_finished_gone(
+    remote: RemoteClient, resource: api.Resource, namespace: str, name: str
+) -> Obj | None:
+    """The worker's object, or the last state of ours seen finished before the worker deleted it."""
+    obj = await remote_object(remote, resource, namespace, name)
+    return obj if obj is not None else remote.finished_gone(resource, namespace, name)
+
+
 async def foreign_object(
     remote: RemoteClient, resource: api.Resource, namespace: str, name: str
 ) -> Obj | None:

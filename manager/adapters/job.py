@@ -17,6 +17,7 @@ from manager.adapters.base import (
     delete_if_owned,
     owned_by,
     remote_object,
+    remote_or_finished_gone,
     set_multikueue_meta,
 )
 
@@ -147,9 +148,7 @@ class JobAdapter:
 
     async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
         local = self.local_job(namespace, name)
-        remote_job = await remote_object(remote, api.JOB, namespace, name)
-        if remote_job is None:
-            remote_job = remote.finished_gone(api.JOB, namespace, name)
+        remote_job = await remote_or_finished_gone(remote, api.JOB, namespace, name)
         if local is None or remote_job is None or not owned_by(remote_job, remote.origin):
             return True  # nothing to copy (a run over while we could not see it leaves nothing)
         if not job_finished(remote_job):

@@ -13,7 +13,7 @@ from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.informer import Informer, compact
 from kueue_domain.naming import prebuilt_workload_name
-from manager.adapters.base import delete_if_owned, owned_by, remote_object
+from manager.adapters.base import delete_if_owned, owned_by, remote_object, remote_or_finished_gone
 from manager.adapters.job import merge_patch
 
 if TYPE_CHECKING:
@@ -89,9 +89,7 @@ class MirroredStatusAdapter:
 
     async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
         local = self.local_object(namespace, name)
-        remote_obj = await remote_object(remote, self.resource, namespace, name)
-        if remote_obj is None:
-            remote_obj = remote.finished_gone(self.resource, namespace, name)
+        remote_obj = await remote_or_finished_gone(remote, self.resource, namespace, name)
         if local is None or remote_obj is None or not owned_by(remote_obj, remote.origin):
             return True
         if not self.finished(remote_obj):

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # `make test` uses its own fleet, so it never touches one started by `make up`.
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
-.PHONY: help venv build build-helm build-promtool up sample-lws down status env test test-unit test-cluster lint format clean bench-engine \
+.PHONY: help venv build build-helm build-promtool up sample-lws down status env test test-unit test-cluster lint format clean bench-engine conformance \
 	bench-engine-upstream bench-federation bench-compare bench-scale diff-upstream chaos
 
 help:
@@ -24,6 +24,8 @@ help:
 	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
 	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
 	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
+	@echo "make conformance  upstream Kueue's own MultiKueue e2e suites against a fleet of ours (docs/conformance.md;"
+	@echo "                  CONFORMANCE_ARGS=--short for the baseline and extended suites only)"
 	@echo "make chaos   the chaos test's long form (CHAOS_WORKLOADS=500) on a fleet of its own; see docs/reliability.md"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
 	@echo "make bench-compare          1,000 Jobs + 200 LWS through ours and upstream Kueue, each at its shipped defaults"
@@ -108,6 +110,11 @@ chaos: venv build
 # The same mix through our MultiKueue and upstream Kueue's, one fresh fleet each; see docs/benchmarks.md.
 bench-compare: venv
 	$(PY) -m bench.compare $(BENCH_ARGS)
+
+# Upstream Kueue's own MultiKueue e2e suites against a fleet of ours; see docs/conformance.md.
+CONFORMANCE_ARGS ?=
+conformance: venv build
+	$(PY) -m conformance $(CONFORMANCE_ARGS)
 
 # The scaling series (light fleets, one per worker count) and its plots; see docs/benchmarks.md.
 # matplotlib comes from the `bench` extra, installed here only: `make venv` does not need it.

@@ -144,7 +144,10 @@ def cmd_up(args: argparse.Namespace) -> None:
         light_workers=args.light_workers,
         jobset=not args.no_jobset,
         trainer=not args.no_trainer and not args.no_jobset,
+        conformance=args.conformance,
     )
+    if opts.conformance and opts.light_workers:
+        raise FleetError("--conformance needs pods on every cluster: drop --light-workers")
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
         log(f"a fleet is already up in {opts.run_dir}; `down` first to start a new one")
@@ -440,6 +443,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave Kubeflow Trainer out: no Trainer controller on the workers, no TrainJob or "
         "training runtime CRD anywhere (saves a process per worker)",
+    )
+    u.add_argument(
+        "--conformance",
+        action="store_true",
+        help="the fleet upstream Kueue's e2e suites need (make conformance): the manager cluster runs pods "
+        "too (kube-scheduler, kwok, fake nodes, the LWS and JobSet controllers), and pods behave like "
+        "upstream's test image: `entrypoint-tester` pods succeed, others run until ended through "
+        "`kubectl exec ... curl .../exit?code=N` (docs/conformance.md)",
     )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from localfleet.agnhost import write_pod_behaviour
 from localfleet.binaries import Binaries, crd_docs
 from localfleet.common import (
     DEFAULT_RUN_DIR,
@@ -72,6 +73,10 @@ class FleetOptions:
     jobset: bool = True
     # Kubeflow Trainer likewise (`up --no-trainer`; `--no-jobset` leaves it out too: it runs JobSets).
     trainer: bool = True
+    # `up --conformance` (make conformance): the manager cluster runs pods too (kube-scheduler, kwok,
+    # fake nodes, the LWS and JobSet controllers), and pods behave like upstream's e2e image
+    # (localfleet/agnhost.py).
+    conformance: bool = False
 
 
 @dataclass
@@ -92,9 +97,10 @@ def etcd_prefix(cluster: str, shared: bool) -> str:
     return f"/{cluster}/registry" if shared else "/registry"
 
 
-def runs_pods(c: ClusterPlan, light_workers: bool) -> bool:
-    """Whether a worker gets kube-controller-manager, kube-scheduler, kwok, nodes and the LWS controller."""
-    return c.is_worker and not light_workers
+def runs_pods(c: ClusterPlan, light_workers: bool, manager_pods: bool = False) -> bool:
+    """Whether a cluster gets kube-scheduler, kwok, nodes and the LWS controller: every worker but light
+    ones, and the manager cluster of a conformance fleet (`manager_pods`)."""
+    return (c.is_worker and not light_workers) or (not c.is_worker and manager_pods)
 
 
 # Beyond kwok's stock stages, one written into each worker's directory by `up`: a Running pod whose
@@ -247,7 +253,7 @@ class ControlPlane:
         light = " (not on the light workers)" if self.opts.light_workers else ""
         self.step(f"starting kube-controller-manager, kube-scheduler and kwok{light}")
         for c in self.clusters:
-            if c.is_worker and not runs_pods(c, self.opts.light_workers):
+            if c.is_worker and not self.runs_pods(c):
                 continue
             admin, pki = str(c.dir / "admin.kubeconfig"), c.dir / "pki"
             self.state.start(
@@ -266,7 +272,7 @@ class ControlPlane:
                     "--v=1",
                 ],
             )
-            if not c.is_worker:
+            if not self.runs_pods(c):
                 continue
             self.state.start(
                 c.name,
@@ -283,13 +289,17 @@ class ControlPlane:
             )
             ready_again = c.dir / "kwok-pod-ready-again.yaml"
             ready_again.write_text(KWOK_POD_READY_AGAIN)
+            stages = [*self.bins.kwok_stages, ready_again]
+            if self.opts.conformance:  # pods end as upstream's e2e image does, not by themselves
+                stages = [s for s in stages if s.name != "pod-complete.yaml"]
+                stages += write_pod_behaviour(c.dir, Path(admin), self.bins.path("kubectl"))
             self.state.start(
                 c.name,
                 "kwok",
                 [
                     str(self.bins.path("kwok")),
                     f"--kubeconfig={admin}",
-                    *[f"--config={s}" for s in [*self.bins.kwok_stages, ready_again]],
+                    *[f"--config={s}" for s in stages],
                     "--manage-all-nodes=false",
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                     "--node-ip=127.0.0.1",
@@ -339,11 +349,11 @@ class ControlPlane:
             raise errors[0]
 
     def create_nodes(self) -> None:
-        workers = [c for c in self.clusters if runs_pods(c, self.opts.light_workers)]
+        workers = [c for c in self.clusters if self.runs_pods(c)]
         if not workers:
             return
         self.step(
-            f"creating {self.opts.nodes} fake nodes per worker "
+            f"creating {self.opts.nodes} fake nodes per {'cluster' if self.opts.conformance else 'worker'} "
             f"({self.opts.node_cpu} CPU / {self.opts.node_memory} each)"
         )
         for c in workers:
@@ -414,7 +424,10 @@ class ControlPlane:
         """Workers run the LWS and JobSet controllers; so does a manager running upstream Kueue, whose
         MultiKueue setup has them installed on the manager: only their webhooks default a manager LWS
         or JobSet there. (On our manager a JobSet is defaulted on the worker it runs on.)"""
-        return runs_pods(c, self.opts.light_workers) or (c.name == MANAGER and self.runs_upstream(c))
+        return self.runs_pods(c) or (c.name == MANAGER and self.runs_upstream(c))
+
+    def runs_pods(self, c: ClusterPlan) -> bool:
+        return runs_pods(c, self.opts.light_workers, manager_pods=self.opts.conformance)
 
     def operators(self) -> list[Operator]:
         """The other projects' controllers this fleet runs (`up --no-jobset` leaves JobSet and Trainer

@@ -71,6 +71,7 @@ class FleetUp(ControlPlane, OurProcesses, UpstreamKueue):
             "lightWorkers": self.opts.light_workers,
             "jobset": self.opts.jobset,
             "trainer": self.opts.trainer,
+            "conformance": self.opts.conformance,
         }
         self.state.save()
         self.make_pki()

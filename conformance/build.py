@@ -1,0 +1,90 @@
+"""Upstream Kueue's MultiKueue e2e suites as test binaries (`go test -c`), built from the Go module of
+KUEUE_VERSION (hack/versions.env) with our one patch (hack/patches/kueue-<version>-conformance-server-
+address.patch: test/util.GetClusterServerAddress reads the fleet's apiserver addresses) and cached
+under ~/.cache/kueue-federation, keyed by the version and the patch's digest.
+
+The suites run from the patched source tree (they find upstream's repository root by its Makefile)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from localfleet.binaries import Binaries, Builder, read_versions
+from localfleet.common import CACHE, REPO, FleetError, log
+
+PATCH_NAME = "conformance-server-address.patch"
+SUITE_PACKAGE = "./test/e2e/multikueue/{suite}"
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class SuiteBinaries:
+    version: str
+
+    @property
+    def patch(self) -> Path:
+        return REPO / "hack" / "patches" / f"kueue-{self.version}-{PATCH_NAME}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.version}-{digest(self.patch)}"
+
+    @property
+    def source(self) -> Path:
+        """The patched copy of upstream's module: where the suites are built and run."""
+        return CACHE / "build" / f"kueue-conformance-src-{self.key}"
+
+    @property
+    def bin_dir(self) -> Path:
+        return CACHE / "bin" / f"kueue-{self.version}" / f"conformance-{digest(self.patch)}"
+
+    def path(self, suite: str) -> Path:
+        return self.bin_dir / f"{suite}.test"
+
+
+def suite_binaries() -> SuiteBinaries:
+    return SuiteBinaries(read_versions()["KUEUE_VERSION"])
+
+
+def build(suites: list[str], force: bool = False) -> SuiteBinaries:
+    """Each suite's test binary, built unless cached."""
+    sb = suite_binaries()
+    if not sb.patch.is_file():
+        raise FleetError(f"no patch {sb.patch.relative_to(REPO)} for upstream Kueue {sb.version}")
+    todo = [s for s in suites if force or not sb.path(s).is_file()]
+    if not todo and sb.source.is_dir():
+        log(f"conformance suites cached under {sb.bin_dir}")
+        return sb
+    builder = Builder(Binaries(read_versions()))
+    builder.check_go()
+    if force or not (sb.source / ".patched").is_file():
+        src = builder.module_dir(f"sigs.k8s.io/kueue@{sb.version}")
+        work = sb.source
+        if work.exists():
+            for d in [work, *(p for p in work.rglob("*") if p.is_dir())]:
+                d.chmod(0o755)
+            shutil.rmtree(work)
+        shutil.copytree(src, work)
+        for d in [work, *work.rglob("*")]:
+            d.chmod(0o755 if d.is_dir() else 0o644)
+        builder.run(
+            f"patch kueue {sb.version} tests", ["patch", "-p1", "--forward", "-i", str(sb.patch)], cwd=work
+        )
+        (work / ".patched").write_text(sb.key + "\n")
+    sb.bin_dir.mkdir(parents=True, exist_ok=True)
+    for suite in todo:
+        out = sb.path(suite)
+        partial = out.with_name(out.name + ".partial")
+        builder.run(
+            f"build kueue {sb.version} {suite} suite",
+            ["go", "test", "-c", "-trimpath", "-o", str(partial), SUITE_PACKAGE.format(suite=suite)],
+            cwd=sb.source,
+        )
+        partial.rename(out)
+    return sb

@@ -1,0 +1,194 @@
+"""Pods that behave like upstream Kueue's e2e test image (agnhost), for `up --conformance`.
+
+kwok runs no container, so a pod of the fleet never ends by itself. Upstream Kueue's e2e suites
+(`make conformance`, docs/conformance.md) run agnhost with one of three behaviours and end a running
+pod by exec'ing `curl http://<pod IP>:8080/exit?code=N` in it. A conformance fleet honours both:
+
+- a pod whose first container's first argument is `entrypoint-tester` (agnhost's "print and exit
+  0") succeeds about a second after it is Ready (stage `agnhost-exit-fast`);
+- kwok answers `pods/exec` locally (a ClusterExec) with `curl` on PATH being `curl_stand_in`
+  below: `/readyz` and `/healthz` answer "ok"; `/exit?code=N` annotates the pod whose IP the URL
+  names with EXIT_CODE_ANNOTATION, and kwok then ends it with that exit code (stage
+  `agnhost-exit-on-request`: Succeeded for 0, Failed otherwise);
+- every other running pod runs until it is deleted (there is no `pod-complete` stage).
+
+Everything here is text written into a cluster's directory when kwok starts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+EXIT_CODE_ANNOTATION = "kueue-federation.dev/exit-code"
+EXIT_FAST_ARG = "entrypoint-tester"
+
+_RUNNING = [
+    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+]
+
+_TERMINATED = """\
+{{{{ $now := Now }}}}
+containerStatuses:
+{{{{ range .spec.containers }}}}
+- image: {{{{ .image | Quote }}}}
+  name: {{{{ .name | Quote }}}}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: {exit_code}
+      finishedAt: {{{{ $now | Quote }}}}
+      reason: {reason}
+      startedAt: {{{{ $now | Quote }}}}
+{{{{ end }}}}
+phase: {phase}
+"""
+
+
+def exit_fast_stage() -> dict:
+    """A Running, Ready pod of agnhost's `entrypoint-tester` succeeds about a second later."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "agnhost-exit-fast"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    *_RUNNING,
+                    {
+                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                        "operator": "In",
+                        "values": ["True"],
+                    },
+                    {"key": ".spec.containers.[0].args.[0]", "operator": "In", "values": [EXIT_FAST_ARG]},
+                ]
+            },
+            "delay": {"durationMilliseconds": 1000},
+            "next": {
+                "statusTemplate": _TERMINATED.format(exit_code=0, reason="Completed", phase="Succeeded")
+            },
+        },
+    }
+
+
+def exit_on_request_stage() -> dict:
+    """A Running pod annotated EXIT_CODE_ANNOTATION ends with that exit code."""
+    code = f'(index .metadata.annotations "{EXIT_CODE_ANNOTATION}")'
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "agnhost-exit-on-request"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    *_RUNNING,
+                    {"key": f'.metadata.annotations["{EXIT_CODE_ANNOTATION}"]', "operator": "Exists"},
+                ]
+            },
+            "next": {
+                "statusTemplate": _TERMINATED.format(
+                    exit_code="{{ " + code + " }}",
+                    reason="{{ if eq " + code + ' "0" }}Completed{{ else }}Error{{ end }}',
+                    phase="{{ if eq " + code + ' "0" }}Succeeded{{ else }}Failed{{ end }}',
+                )
+            },
+        },
+    }
+
+
+def cluster_exec(shim_dir: Path, kubeconfig: Path, kubectl: Path) -> dict:
+    """kwok answers every pod's exec by running the command on this machine, with the curl stand-in
+    first on PATH and the cluster's admin kubeconfig to find and annotate the pod."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterExec",
+        "metadata": {"name": "agnhost-curl"},
+        "spec": {
+            "execs": [
+                {
+                    "local": {
+                        "workDir": str(shim_dir),
+                        "envs": [
+                            {"name": "PATH", "value": f"{shim_dir}:/usr/local/bin:/usr/bin:/bin"},
+                            {"name": "KUBECONFIG", "value": str(kubeconfig)},
+                            {"name": "AGNHOST_KUBECTL", "value": str(kubectl)},
+                        ],
+                    }
+                }
+            ]
+        },
+    }
+
+
+CURL_STAND_IN = '''\
+"""curl as a conformance fleet's pod answers it (localfleet/agnhost.py): agnhost netexec's /readyz,
+/healthz and /exit?code=N, the last by annotating the pod whose IP the URL names."""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+
+ANNOTATION = "{annotation}"
+
+
+def kubectl(*args):
+    return subprocess.run([os.environ["AGNHOST_KUBECTL"], *args], capture_output=True, text=True)
+
+
+def main(argv):
+    urls = [a for a in argv if a.startswith(("http://", "https://"))]
+    if not urls:
+        print("curl (conformance fleet): no URL in " + " ".join(argv), file=sys.stderr)
+        return 2
+    url = urllib.parse.urlsplit(urls[0])
+    if url.path in ("/readyz", "/healthz", "/"):
+        print("ok")
+        return 0
+    if url.path != "/exit":
+        print("curl (conformance fleet): no handler for " + url.path, file=sys.stderr)
+        return 22
+    code = (urllib.parse.parse_qs(url.query).get("code") or ["0"])[0]
+    found = kubectl("get", "pods", "-A", "-o", "json", "--field-selector", "status.podIP=" + url.hostname)
+    pods = json.loads(found.stdout or "{{}}").get("items") or []
+    if found.returncode != 0 or not pods:
+        print("curl (conformance fleet): no pod has IP " + str(url.hostname) + found.stderr, file=sys.stderr)
+        return 7
+    for pod in pods:
+        meta = pod["metadata"]
+        done = kubectl("annotate", "pod", "-n", meta["namespace"], meta["name"], ANNOTATION + "=" + code,
+                       "--overwrite")
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+            return 1
+    return 0
+
+
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def write_pod_behaviour(cluster_dir: Path, kubeconfig: Path, kubectl: Path) -> list[Path]:
+    """The stage and ClusterExec files for kwok's --config, and the curl stand-in they use."""
+    shim_dir = cluster_dir / "agnhost-bin"
+    shim_dir.mkdir(parents=True, exist_ok=True)
+    curl = shim_dir / "curl"
+    curl.write_text(f"#!{sys.executable}\n" + CURL_STAND_IN.format(annotation=EXIT_CODE_ANNOTATION))
+    curl.chmod(0o755)
+    files = []
+    for name, doc in (
+        ("exit-fast", exit_fast_stage()),
+        ("exit-on-request", exit_on_request_stage()),
+        ("exec", cluster_exec(shim_dir, kubeconfig, kubectl)),
+    ):
+        path = cluster_dir / f"kwok-agnhost-{name}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        files.append(path)
+    return files

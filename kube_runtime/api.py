@@ -96,6 +96,8 @@ WORKLOAD_PRIORITY_CLASS = Resource(GROUP, VERSION, "workloadpriorityclasses", "W
 ADMISSION_CHECK = Resource(GROUP, VERSION, "admissionchecks", "AdmissionCheck", False)
 MULTIKUEUE_CONFIG = Resource(GROUP, VERSION, "multikueueconfigs", "MultiKueueConfig", False)
 MULTIKUEUE_CLUSTER = Resource(GROUP, VERSION, "multikueueclusters", "MultiKueueCluster", False)
+# MultiKueueConfig read as v1beta2, the only version with `spec.quotaManagement` (v1beta1 drops it).
+MULTIKUEUE_CONFIG_V1BETA2 = Resource(GROUP, "v1beta2", "multikueueconfigs", "MultiKueueConfig", False)
 
 # Kinds owned by others that we read or write.
 POD = Resource(CORE_GROUP, "v1", "pods", "Pod", True)
@@ -719,6 +721,10 @@ FIELD_MANAGER_RECLAIMABLE_PODS = "kueue-reclaimable-pods"
 # spec.managedBy value of jobs run remotely, and the orchestrated-preemption gate name.
 MULTIKUEUE_CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
 FIELD_MANAGER_MULTIKUEUE = MULTIKUEUE_CONTROLLER_NAME
+# Ours: the manager's MultiKueueManagerQuotaAutomation condition and quotas on a manager ClusterQueue
+# (upstream writes them with a plain update; a field manager of our own keeps them apart from the
+# worker_agent's status apply of the Active condition).
+FIELD_MANAGER_MULTIKUEUE_QUOTA = "kueue-multikueue-clusterqueue"
 MANAGED_BY_MULTIKUEUE = MULTIKUEUE_CONTROLLER_NAME
 PREEMPTION_GATE_MULTIKUEUE = MULTIKUEUE_CONTROLLER_NAME
 

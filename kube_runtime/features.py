@@ -53,6 +53,7 @@ MULTIKUEUE_CLUSTER_PROFILE = "MultiKueueClusterProfile"
 MULTIKUEUE_KUBECONFIG_PATH_VALIDATION = "MultiKueueKubeConfigPathValidation"
 MULTIKUEUE_INCREMENTAL_DISPATCHER_CONFIG = "MultiKueueIncrementalDispatcherConfig"
 MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER = "MultiKueueIncrementalDispatcherRespectConfigOrder"
+MULTIKUEUE_MANAGER_QUOTA_AUTOMATION = "MultiKueueManagerQuotaAutomation"
 SCHEDULING_EQUIVALENCE_HASHING = "SchedulingEquivalenceHashing"
 LWS_IMMUTABLE_GROUP_SIZE = "LWSImmutableGroupSize"
 SCHEDULER_LONG_REQUEUE_INTERVAL = "SchedulerLongRequeueInterval"
@@ -149,7 +150,14 @@ GATES: dict[str, Gate] = {
             honoured=_MANAGER,
             effect="locationType: Path must be under /etc/multikueue/kubeconfigs/",
         ),
-        Gate("MultiKueueManagerQuotaAutomation", False, ALPHA, behaviour=ABSENT),
+        Gate(
+            MULTIKUEUE_MANAGER_QUOTA_AUTOMATION,
+            False,
+            ALPHA,
+            honoured=_MANAGER,
+            effect="MultiKueueConfig quotaManagement: Automated sums the workers' quotas into the "
+            "manager ClusterQueue (its MultiKueueManagerQuotaAutomation condition)",
+        ),
         Gate("MultiKueueOrchestratedPreemption", False, ALPHA, behaviour=ABSENT),
         Gate("MultiKueueRedoAdmissionOnEvictionInWorker", True, GA, locked=True),
         Gate("MultiKueueWaitForWorkloadAdmitted", True, GA, locked=True),

@@ -145,6 +145,61 @@ def format_fraction(value: Fraction) -> str:
     return _decimal_canonical(nanos, -9)
 
 
+# apimachinery's Quantity formats: the suffix a quantity is written with decides how sums print.
+DECIMAL_SI = "DecimalSI"
+BINARY_SI = "BinarySI"
+DECIMAL_EXPONENT = "DecimalExponent"
+
+
+def quantity_format(text: str | int | float) -> str:
+    """The Format apimachinery's ParseQuantity gives a quantity: BinarySI for Ki..Ei, DecimalExponent
+    for an `e`/`E` exponent, DecimalSI otherwise (no suffix included)."""
+    if not isinstance(text, str):
+        return DECIMAL_SI
+    match = _QUANTITY_RE.match(text.strip())
+    suffix = match.group(4) if match else ""
+    if suffix in _BINARY_SUFFIXES:
+        return BINARY_SI
+    if suffix[:1] in ("e", "E") and len(suffix) > 1:
+        return DECIMAL_EXPONENT
+    return DECIMAL_SI
+
+
+def format_quantity(value: Fraction, fmt: str) -> str:
+    """apimachinery's `Quantity.String()` of an exact value (at most nano precision, rounded up)
+    in format `fmt`: BinarySI below 1024 or with a fraction prints as DecimalSI; a BinarySI integer
+    takes the largest power-of-1024 suffix that divides it (none: plain digits)."""
+    if value == 0:
+        return "0"
+    if fmt == BINARY_SI and abs(value) >= 1024 and value.denominator == 1:
+        mantissa, exponent = int(value), 0
+        while mantissa % 1024 == 0 and exponent < 60:
+            mantissa //= 1024
+            exponent += 10
+        suffix = {v: k for k, v in _BINARY_SUFFIXES.items()}.get(exponent, "")
+        return f"{mantissa}{suffix}"
+    if fmt == DECIMAL_EXPONENT:
+        text = format_fraction(value)
+        match = _QUANTITY_RE.match(text)
+        assert match is not None
+        sign, whole, _frac, suffix = match.groups()
+        exponent = _DECIMAL_SUFFIXES[suffix] if suffix in _DECIMAL_SUFFIXES else int(suffix[1:])
+        return f"{sign}{whole}" + (f"e{exponent}" if exponent else "")
+    return format_fraction(value)
+
+
+def sum_quantities(texts: Iterable[str | int | float]) -> str:
+    """The canonical string of the sum of quantities, as apimachinery's `Quantity.Add` into a zero
+    Quantity prints it: the sum takes the format of the summand added while the total was zero."""
+    total = Fraction(0)
+    fmt = DECIMAL_SI
+    for text in texts:
+        if total == 0:
+            fmt = quantity_format(text)
+        total += parse_quantity(text)
+    return format_quantity(total, fmt)
+
+
 def resource_list_to_api(resources: Mapping[str, int]) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in sorted(resources.items())}
 

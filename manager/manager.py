@@ -40,6 +40,12 @@ from manager.dispatch.incremental import IncrementalDispatcher, NoMoreWorkers
 from manager.gc import GarbageCollector
 from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
+from manager.quota_automation import (
+    INDEX_CLUSTER_QUEUE,
+    QuotaAutomation,
+    lq_cluster_queue_index,
+    remote_watches,
+)
 from manager.remote import RemoteClient, workload_keys
 from manager.workload import DispatchError, WorkloadReconciler, remote_workload_cache_transform
 
@@ -118,7 +124,8 @@ class Manager:
         cached = compact
         self.workloads = Informer(kube, api.WORKLOAD, clock=self.clock, transform=cached)
         self.checks = Informer(kube, api.ADMISSION_CHECK, clock=self.clock, transform=cached)
-        self.configs = Informer(kube, api.MULTIKUEUE_CONFIG, clock=self.clock, transform=cached)
+        # v1beta2: the form with spec.quotaManagement (its only difference from v1beta1).
+        self.configs = Informer(kube, api.MULTIKUEUE_CONFIG_V1BETA2, clock=self.clock, transform=cached)
         self.clusters = Informer(kube, api.MULTIKUEUE_CLUSTER, clock=self.clock, transform=cached)
         self.secrets = Informer(kube, api.SECRET, namespace=ns, clock=self.clock, transform=cached)
         self.jobs = Informer(kube, api.JOB, clock=self.clock, transform=cached)
@@ -144,6 +151,18 @@ class Manager:
             if profile_feature
             else None
         )
+        # The manager's queues, read only by quota automation (MultiKueueManagerQuotaAutomation).
+        quota_automation = feature_enabled(config, features.MULTIKUEUE_MANAGER_QUOTA_AUTOMATION)
+        self.cluster_queues = (
+            Informer(kube, api.CLUSTER_QUEUE, clock=self.clock, transform=cached)
+            if quota_automation
+            else None
+        )
+        self.local_queues = (
+            Informer(kube, api.LOCAL_QUEUE, clock=self.clock, transform=cached) if quota_automation else None
+        )
+        if self.local_queues is not None:
+            self.local_queues.add_index(INDEX_CLUSTER_QUEUE, lq_cluster_queue_index)
         self.informers = [
             i
             for i in (
@@ -157,6 +176,8 @@ class Manager:
                 self.leaderworkersets,
                 self.jobsets,
                 self.trainjobs,
+                self.cluster_queues,
+                self.local_queues,
             )
             if i is not None
         ]
@@ -227,6 +248,22 @@ class Manager:
             expected_errors=expected,
         )
         self.controllers = [self.cluster_ctl, self.ac_ctl, self.workload_ctl]
+        self.quota: QuotaAutomation | None = None
+        if self.cluster_queues is not None and self.local_queues is not None:
+            self.quota = QuotaAutomation(
+                kube,
+                cluster_queues=self.cluster_queues,
+                local_queues=self.local_queues,
+                checks=self.checks,
+                configs=self.configs,
+                ac_controller=self.ac_controller,
+                remotes=self.remotes,
+                clock=self.clock,
+            )
+            self.quota_ctl = Controller(
+                "multikueue_clusterqueue", self.quota.reconcile, clock=self.clock, expected_errors=expected
+            )
+            self.controllers.append(self.quota_ctl)
         self.incremental: IncrementalDispatcher | None = None
         if mk.dispatcher_name == INCREMENTAL:
             step = (
@@ -281,6 +318,7 @@ class Manager:
             burst=self.config.burst,
             inactivity_timeout=self.options.watch_inactivity_timeout,
             transforms=transforms,
+            unfiltered=remote_watches(self.quota),
         )
 
     def _remote_event(self, _cluster: str, keys: list[str]) -> None:
@@ -296,6 +334,8 @@ class Manager:
         """A worker came or went: AllAtOnce nominations and worker-lost grace periods change."""
         client = self.remotes.get(cluster)
         self.metrics.set_cluster_connected(cluster, client.connected if client is not None else None)
+        if self.quota is not None:
+            self.quota.cluster_changed(cluster)
         for key in self._multikueue_workload_keys():
             self.workload_ctl.enqueue_after(key, self.options.remote_event_batch_seconds)
 
@@ -394,11 +434,15 @@ class Manager:
             if old is None or _active(old) != _active(new):
                 for name in self.ac_controller.checks_for_cluster(meta["name"]):
                     self.ac_ctl.enqueue(name)
+                if self.quota is not None:
+                    self.quota.cluster_changed(meta["name"])
 
         def cluster_deleted(obj: Obj) -> None:
             self.cluster_ctl.enqueue(obj["metadata"]["name"])
             for name in self.ac_controller.checks_for_cluster(obj["metadata"]["name"]):
                 self.ac_ctl.enqueue(name)
+            if self.quota is not None:
+                self.quota.cluster_changed(obj["metadata"]["name"])
 
         self.clusters.add_handler(
             on_add=lambda o: cluster_changed(None, o), on_update=cluster_changed, on_delete=cluster_deleted
@@ -419,6 +463,9 @@ class Manager:
                 informer.add_handler(
                     on_add=credentials_changed, on_update=credentials_changed, on_delete=credentials_changed
                 )
+
+        if self.quota is not None:
+            self.quota.wire(self.quota_ctl.enqueue, lambda name: self.quota_ctl.enqueue_after(name, batch))
 
     # -- running -----------------------------------------------------------------------------
 
@@ -481,6 +528,9 @@ class Manager:
             self.cluster_ctl.enqueue(name)
         for name in self.checks.store.keys():
             self.ac_ctl.enqueue(name)
+        if self.cluster_queues is not None:
+            for name in self.cluster_queues.store.keys():
+                self.quota_ctl.enqueue(name)
         for key in self.workloads.store.keys():
             self.workload_ctl.enqueue(key)
             if self.incremental is not None:

@@ -100,12 +100,16 @@ class RemoteClient:
         burst: int = 100,
         inactivity_timeout: float = 60.0,
         transforms: dict[api.Resource, Transform] | None = None,
+        unfiltered: Iterable[tuple[api.Resource, Callable[[str, Informer], None]]] = (),
     ) -> None:
         self.name = name
         self.origin = origin
         self._watched = list(watched)
         # What the watch caches keep of each object (default `compact`; an adapter may keep less).
         self._transforms = transforms or {}
+        # Resources watched whole, not by origin (the worker's queues, for quota automation), each
+        # with what sets up its informer (indexes, handlers) before it starts.
+        self._unfiltered = list(unfiltered)
         self.clock = clock
         self._on_event = on_event
         self._on_lost = on_lost
@@ -248,6 +252,8 @@ class RemoteClient:
         for resource, keys_for in self._watched:
             if resource not in self.missing:
                 self._watch(kube, resource, keys_for)
+        for resource, setup in self._unfiltered:
+            self._watch_unfiltered(kube, resource, setup)
         synced = asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
         failed_wait = asyncio.ensure_future(failure.wait())
         try:
@@ -316,6 +322,22 @@ class RemoteClient:
         self._informers[resource] = informer
         informer.start()
         return informer
+
+    def _watch_unfiltered(
+        self, kube: KubeClient, resource: api.Resource, setup: Callable[[str, Informer], None]
+    ) -> None:
+        informer = Informer(
+            kube,
+            resource,
+            inactivity_timeout=self._inactivity_timeout,
+            watch_timeout=max(5, int(self._inactivity_timeout / 2)),
+            name=f"{self.name}/{resource.plural}",
+            on_failure=self._failed,
+            transform=compact,
+        )
+        setup(self.name, informer)
+        self._informers[resource] = informer
+        informer.start()
 
     async def serves_kind(self, resource: api.Resource) -> bool:
         """Whether the worker serves this job kind. A kind missing when the connection was made is

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from admission_kit import unique, workload
+from admission_kit import cluster_queue, unique, workload
 
 from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient, NotFound
@@ -286,6 +286,7 @@ async def test_manager_service_account_permissions(kube, fleet):
 
     ns = unique("mk-manager")
     secret_name = unique("worker-secret")
+    cq_name = unique("mk-manager-cq")
     await kube.create(api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     await kube.create(
         api.SECRET,
@@ -299,6 +300,7 @@ async def test_manager_service_account_permissions(kube, fleet):
     try:
         # A queue nobody serves: no worker_agent on the fleet acts on this Workload.
         await kube.create(api.WORKLOAD, workload(ns, "wl", unique("no-such-queue")))
+        await kube.create(api.CLUSTER_QUEUE, cluster_queue(cq_name, {unique("rf"): {"cpu": "0"}}))
         async with await KubeClient.from_kubeconfig_dict(config) as manager:
             await manager.list(api.MULTIKUEUE_CLUSTER)
             check_state = {
@@ -325,7 +327,42 @@ async def test_manager_service_account_permissions(kube, fleet):
                 )
             with pytest.raises(Forbidden):
                 await manager.delete(api.WORKLOAD, "wl", namespace=ns)
+            # Quota automation (MultiKueueManagerQuotaAutomation): a ClusterQueue's quotas and its
+            # condition are patched; ClusterQueues are never created or deleted.
+            cq = await manager.get(api.CLUSTER_QUEUE, cq_name)
+            group = cq["spec"]["resourceGroups"][0]
+            group["flavors"][0]["resources"] = [{"name": "cpu", "nominalQuota": "3"}]
+            patched = await manager.patch_merge(
+                api.CLUSTER_QUEUE,
+                cq_name,
+                {
+                    "metadata": {"resourceVersion": cq["metadata"]["resourceVersion"]},
+                    "spec": {"resourceGroups": [group]},
+                },
+            )
+            assert patched["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "3"
+            condition = {
+                "type": api.CONDITION_MULTIKUEUE_MANAGER_QUOTA_AUTOMATION,
+                "status": "True",
+                "reason": api.QUOTA_AUTOMATION_REASON_AUTOMATED,
+                "message": api.QUOTA_AUTOMATION_MSG_AUTOMATED,
+                "lastTransitionTime": format_time(dt.datetime.now(dt.UTC)),
+            }
+            body = {
+                "apiVersion": api.API_VERSION,
+                "kind": "ClusterQueue",
+                "metadata": {"name": cq_name},
+                "status": {"conditions": [condition]},
+            }
+            await manager.apply_status(
+                api.CLUSTER_QUEUE, body, api.FIELD_MANAGER_MULTIKUEUE_QUOTA, force=True
+            )
+            with pytest.raises(Forbidden):
+                await manager.delete(api.CLUSTER_QUEUE, cq_name)
     finally:
         with contextlib.suppress(NotFound):
             await kube.delete(api.SECRET, secret_name, namespace="kueue-system")
+        with contextlib.suppress(NotFound):
+            await kube.delete(api.CLUSTER_QUEUE, cq_name)
+            await kube.patch_merge(api.CLUSTER_QUEUE, cq_name, {"metadata": {"finalizers": None}})
         await kube.delete(api.NAMESPACE, ns)

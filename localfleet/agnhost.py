@@ -78,7 +78,7 @@ def exit_fast_stage() -> dict:
 
 def exit_on_request_stage() -> dict:
     """A Running pod annotated EXIT_CODE_ANNOTATION ends with that exit code."""
-    code = f'(index .metadata.annotations "{EXIT_CODE_ANNOTATION}")'
+    code = f'(index $.metadata.annotations "{EXIT_CODE_ANNOTATION}")'
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "Stage",

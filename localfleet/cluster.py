@@ -304,6 +304,8 @@ class ControlPlane:
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                     "--node-ip=127.0.0.1",
                     f"--server-address=127.0.0.1:{c.ports['kwok']}",
+                    # The nodes' kubelet port: the apiserver sends `pods/exec` and `pods/log` to kwok.
+                    f"--node-port={c.ports['kwok']}",
                     "--node-lease-duration-seconds=40",
                     "--cidr=10.244.0.0/16",
                 ],

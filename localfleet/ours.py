@@ -43,6 +43,8 @@ VISIBILITY_SERVICE = "kueue-visibility-server"
 AGENT_SECRET = "kueue-webhook-server-cert"  # the agent's default internalCertManagement.webhookSecretName
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 MANAGER_LEASE = "kueue-federation-manager"
+# Upstream's test/e2e/config/multikueue/* Configurations turn these on (alpha gates we implement).
+CONFORMANCE_GATES = {"MultiKueueManagerQuotaAutomation": True}
 
 
 class OurProcesses:
@@ -87,7 +89,13 @@ class OurProcesses:
             "internalCertManagement": {"enable": True, "webhookSecretName": AGENT_SECRET},
             "integrations": {"frameworks": AGENT_FRAMEWORKS},
             **self.client_connection(),
+            **self.conformance_gates(),
         }
+
+    def conformance_gates(self) -> dict:
+        """`featureGates` of a conformance fleet (`up --conformance`): the gates upstream's MultiKueue e2e
+        configurations turn on for the specs that apply to us."""
+        return {"featureGates": dict(CONFORMANCE_GATES)} if self.opts.conformance else {}
 
     def client_connection(self) -> dict:
         """`clientConnection` for our Configurations when `up --client-qps/--client-burst` asks for one."""
@@ -268,6 +276,7 @@ class OurProcesses:
             },
             "integrations": {"frameworks": AGENT_FRAMEWORKS},
             **self.client_connection(),
+            **self.conformance_gates(),
         }
 
     def dispatcher_setting(self) -> dict:

@@ -204,7 +204,7 @@ def test_kwok_ends_pods_as_agnhost_does(tmp_path):
     keys = [e["key"] for e in on_request["selector"]["matchExpressions"]]
     assert '.metadata.annotations["kueue-federation.dev/exit-code"]' in keys
     template = on_request["next"]["statusTemplate"]
-    assert 'exitCode: {{ (index .metadata.annotations "kueue-federation.dev/exit-code") }}' in template
+    assert 'exitCode: {{ (index $.metadata.annotations "kueue-federation.dev/exit-code") }}' in template
     assert "Succeeded{{ else }}Failed" in template
     execs = docs["agnhost-curl"]["spec"]["execs"][0]["local"]
     assert execs["envs"][0]["value"].startswith(str(tmp_path / "agnhost-bin") + ":")

@@ -903,3 +903,23 @@ def test_trainer_runs_with_its_own_config_shape_tmpdir_and_needs_jobset(tmp_path
     assert TRAINER.ldflags("v2.2.1") == "-s -w"
     assert [op.key for op in _fleet_up(tmp_path, trainer=False).operators()] == ["lws", "jobset"]
     assert [op.key for op in _fleet_up(tmp_path, jobset=False, trainer=True).operators()] == ["lws"]
+
+
+def test_a_conformance_fleet_runs_pods_on_the_manager_and_turns_on_upstreams_e2e_gates(tmp_path):
+    """`up --conformance`: kube-scheduler, kwok and nodes on the manager cluster too, and our processes
+    with the gates upstream's MultiKueue e2e configurations turn on (read back by the manager)."""
+    from manager.config import load_manager_config
+
+    manager = localfleet.ClusterPlan("manager", "manager", tmp_path)
+    assert not localfleet.runs_pods(manager, light_workers=False)
+    assert localfleet.runs_pods(manager, light_workers=False, manager_pods=True)
+    up = localfleet.FleetUp.__new__(localfleet.FleetUp)
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path, conformance=True)
+    plan = localfleet.ClusterPlan(
+        "manager", "manager", tmp_path, ports={"manager-metrics": 18080, "manager-health": 18081}
+    )
+    path = tmp_path / "manager-config.yaml"
+    path.write_text(yaml.safe_dump(up.manager_config(plan)))
+    assert load_manager_config(path).features.enabled("MultiKueueManagerQuotaAutomation")
+    up.opts = localfleet.FleetOptions(run_dir=tmp_path)
+    assert "featureGates" not in up.manager_config(plan)

@@ -1192,6 +1192,11 @@ def deleted_not_matching_workload_message(namespace: str, name: str) -> str:
     return f"Deleted not matching Workload: {namespace}/{name}"
 
 
+def updated_workload_priority_message(namespace: str, name: str) -> str:
+    """Event `UpdatedWorkload`: the job's priority-class label changed and its Workload follows."""
+    return f"Updated workload priority class: {namespace}/{name}"
+
+
 def updated_not_matching_workload_message(namespace: str, name: str) -> str:
     """Event `UpdatedWorkload`: a suspended job's unreserved Workload rewritten to match the job."""
     return f"Updated not matching Workload for suspended job: {namespace}/{name}"

@@ -545,8 +545,10 @@ class AdmissionState:
             self.queues.delete(key)
             self._forget_pending_write(key)
             self._applied.pop(key, None)
-            if previous is not None and previous.usage != info.usage:
-                self.request_flush([cq])  # reclaimable pods released quota
+            if previous is not None and (previous.usage != info.usage or previous.priority != info.priority):
+                # Reclaimable pods released quota, or a lower priority made it preemptible: the
+                # parked workloads try again (Kueue's workload controller on PriorityChanged).
+                self.request_flush([cq])
             return
         if key in self.snapshot.workloads:
             gone = not wlstatus.is_active(new) or wlstatus.is_finished(new)

@@ -111,6 +111,48 @@ def _admitted(labels=None, checks=None):
     }
 
 
+def _wl(name=None, source=api.PRIORITY_CLASS_SOURCE_WORKLOAD, priority=0, reserved=False):
+    spec = {"priority": priority}
+    if name:
+        spec.update(priorityClassName=name, priorityClassSource=source)
+    status = {"conditions": [{"type": api.WORKLOAD_QUOTA_RESERVED, "status": "True"}]} if reserved else {}
+    return {"metadata": {"name": "wl", "namespace": "ns"}, "spec": spec, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("wl", "label", "follows"),
+    [
+        (_wl("high", priority=300), "high", False),  # nothing changed
+        (_wl("high", priority=300), "low", True),  # the label changed
+        (_wl("high", priority=300, reserved=True), "low", True),  # admitted: still follows
+        (_wl(None), "low", True),  # a class added while suspended and pending
+        (_wl(None, reserved=True), "low", False),  # the API refuses a class on a reserved Workload
+        (_wl(None), "", False),  # no class and no label
+        (_wl("pc", source=api.PRIORITY_CLASS_SOURCE_POD), "low", False),  # a pod PriorityClass
+    ],
+)
+def test_which_workloads_follow_the_priority_class_label(wl, label, follows):
+    assert framework.priority_follows_label(wl, label) is follows
+
+
+def test_priority_patch_is_none_when_class_and_value_are_already_there():
+    resolved = {
+        "priorityClassName": "low",
+        "priorityClassSource": api.PRIORITY_CLASS_SOURCE_WORKLOAD,
+        "priority": 100,
+    }
+    assert framework.priority_patch(_wl("low", priority=100), resolved) is None
+    assert framework.priority_patch(_wl("high", priority=300), resolved) == resolved
+    # A value that drifted under the same name is written too.
+    assert framework.priority_patch(_wl("low", priority=7), resolved) == resolved
+    # Back to no class: the class fields are cleared.
+    assert framework.priority_patch(_wl("low", priority=100), {"priority": 0}) == {
+        "priorityClassName": None,
+        "priorityClassSource": None,
+        "priority": 0,
+    }
+
+
 def test_podset_infos_from_flavors_and_ready_checks():
     checks = [
         {"name": "ac", "state": "Ready", "podSetUpdates": [{"name": "main", "labels": {"x": "y"}}]},

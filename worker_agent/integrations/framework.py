@@ -5,14 +5,18 @@ the pod-set information injected at start and removed at stop. Pure functions.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import structlog
 
 from kube_runtime import api
 from kube_runtime.apply import set_finalizer
-from kube_runtime.client import NotFound
+from kube_runtime.client import ApiError, NotFound
 from kueue_domain import workload as wlstatus
 from kueue_domain.resources import QuantityError, parse_quantity
+
+log = structlog.get_logger("worker_agent.integrations")
 
 Obj = dict[str, Any]
 
@@ -65,6 +69,77 @@ def priority_for(
             "priority": int(pc.get("value") or 0),
         }, None
     return {"priority": 0}, None
+
+
+PRIORITY_SPEC_FIELDS = ("priorityClassName", "priorityClassSource", "priority")
+
+
+def workload_priority_class_name(wl: Obj) -> str:
+    """The name of the class a Workload's priority comes from ('' without one)."""
+    return (wl.get("spec") or {}).get("priorityClassName") or ""
+
+
+def priority_follows_label(wl: Obj, label_class: str) -> bool:
+    """Whether a job's `kueue.x-k8s.io/priority-class` label (`label_class`, '' without one) must be
+    re-resolved into its Workload (Kueue's UpdateWorkloadPriority): the Workload's class name
+    differs from the label's, and the Workload may follow the label at all. A Workload whose
+    priority comes from a pod PriorityClass does not; neither does one that reserved quota without
+    any class, since the API refuses to add a class to it then."""
+    spec = wl.get("spec") or {}
+    name = workload_priority_class_name(wl)
+    if not name:
+        if _has_quota_reservation(wl):
+            return False
+    elif spec.get("priorityClassSource") != api.PRIORITY_CLASS_SOURCE_WORKLOAD:
+        return False
+    return name != label_class
+
+
+def priority_patch(wl: Obj, resolved: Obj) -> Obj | None:
+    """The `spec` merge patch that gives `wl` the resolved priority (from `priority_for`), or None
+    when its class and value are those already."""
+    spec = wl.get("spec") or {}
+    patch = {key: resolved.get(key) for key in PRIORITY_SPEC_FIELDS}
+    patch["priority"] = int(patch["priority"] or 0)
+    current = {key: spec.get(key) for key in PRIORITY_SPEC_FIELDS}
+    current["priority"] = int(current["priority"] or 0) if current["priority"] is not None else None
+    if current == patch:
+        return None
+    return patch
+
+
+async def follow_priority_label(
+    kube: Any,
+    wl: Obj,
+    label_class: str,
+    resolve: Callable[[], tuple[Obj, str | None]],
+) -> tuple[Obj | None, bool]:
+    """Kueue's UpdateWorkloadPriority for one Workload: when its class no longer is the job's
+    `kueue.x-k8s.io/priority-class` (`priority_follows_label`), the priority is resolved again
+    (`resolve()`, as at creation) and written with the Workload's resourceVersion.
+
+    (the written Workload or None when nothing was written, ok): not ok when the class cannot be
+    resolved or the write failed (a newer Workload, or the API refused it); the caller retries."""
+    if not priority_follows_label(wl, label_class):
+        return None, True
+    resolved, error = resolve()
+    meta = wl["metadata"]
+    if error:
+        log.info("workload priority not updated", workload=f"{meta['namespace']}/{meta['name']}", error=error)
+        return None, False
+    patch = priority_patch(wl, resolved)
+    if patch is None:
+        return None, True
+    body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "spec": patch}
+    try:
+        return await kube.patch_merge(api.WORKLOAD, meta["name"], body, namespace=meta["namespace"]), True
+    except NotFound:
+        return None, True
+    except ApiError as exc:
+        log.info(
+            "workload priority not updated", workload=f"{meta['namespace']}/{meta['name']}", error=str(exc)
+        )
+        return None, False
 
 
 def new_workload(
@@ -341,6 +416,22 @@ class WorkloadWrites:
 
     async def _event(self, owner: Obj, reason: str, note: str, warning: bool = False) -> None:
         raise NotImplementedError
+
+    async def _follow_priority_label(
+        self, owner: Obj, wl: Obj, label_class: str, resolve: Callable[[], tuple[Obj, str | None]]
+    ) -> tuple[Obj, bool]:
+        """`follow_priority_label`, with the owner's `UpdatedWorkload` event when written.
+        (the Workload as it is now, ok)."""
+        written, ok = await follow_priority_label(self.kube, wl, label_class, resolve)
+        if written is None:
+            return wl, ok
+        meta = wl["metadata"]
+        await self._event(
+            owner,
+            api.EVENT_UPDATED_WORKLOAD,
+            api.updated_workload_priority_message(meta["namespace"], meta["name"]),
+        )
+        return written, True
 
     async def _finish_orphan(self, wl: Obj) -> None:
         """A Workload whose owner is gone: finished (OwnerNotFound, releasing its quota), then let go."""

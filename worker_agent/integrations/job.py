@@ -645,6 +645,13 @@ class JobIntegration(framework.WorkloadWrites):
             return None, True
         if to_update is not None:
             return await self._update_workload_to_match(job, to_update, queue), False
+        if match is not None:
+            # A changed priority-class label: the Workload takes the new class and value.
+            match, ok = await self._follow_priority_label(
+                job, match, self._priority_label(job), lambda: self._priority(job)
+            )
+            if not ok:
+                return None, True
         return match, False
 
     async def _update_workload_to_match(self, job: Obj, wl: Obj, queue: str) -> Obj | None:
@@ -722,16 +729,26 @@ class JobIntegration(framework.WorkloadWrites):
     def _owner_reference(self, job: Obj) -> Obj:
         return framework.owner_reference({**job, "apiVersion": api.JOB.api_version, "kind": JOB_KIND})
 
-    def _workload_body(self, job: Obj, queue: str) -> tuple[Obj | None, str | None]:
-        """(the Workload for the Job, None) or (None, error) when its priority class is missing."""
+    def _priority_label(self, job: Obj) -> str:
+        """The Job's `kueue.x-k8s.io/priority-class`, or the default WorkloadPriorityClass the
+        defaulting webhook gives a Job without one."""
+        name = _labels(job).get(api.LABEL_PRIORITY_CLASS) or ""
+        if not name and self.state.priority_classes.get(api.DEFAULT_NAME) is not None:
+            name = api.DEFAULT_NAME
+        return name
+
+    def _priority(self, job: Obj) -> tuple[Obj, str | None]:
+        """(the Workload's priority fields, None) or ({}, error) when its priority class is missing."""
         labels = dict(_labels(job))
+        labels[api.LABEL_PRIORITY_CLASS] = self._priority_label(job)
         wpcs = {o["metadata"]["name"]: o for o in self.state.priority_classes.list()}
-        # The defaulting webhook's default WorkloadPriorityClass.
-        if not labels.get(api.LABEL_PRIORITY_CLASS) and api.DEFAULT_NAME in wpcs:
-            labels[api.LABEL_PRIORITY_CLASS] = api.DEFAULT_NAME
         pod_priority_class = ((job["spec"].get("template") or {}).get("spec") or {}).get("priorityClassName")
         pcs = {o["metadata"]["name"]: o for o in self.pod_priority_classes.list()}
-        priority, error = framework.priority_for(labels, wpcs, pod_priority_class, pcs)
+        return framework.priority_for(labels, wpcs, pod_priority_class, pcs)
+
+    def _workload_body(self, job: Obj, queue: str) -> tuple[Obj | None, str | None]:
+        """(the Workload for the Job, None) or (None, error) when its priority class is missing."""
+        priority, error = self._priority(job)
         if error:
             return None, error
         meta = job["metadata"]

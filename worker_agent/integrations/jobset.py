@@ -545,7 +545,16 @@ class JobSetIntegration(framework.WorkloadWrites):
                 api.EVENT_DELETED_WORKLOAD,
                 api.deleted_not_matching_workload_message(meta["namespace"], meta["name"]),
             )
-        return match, deleted > 0
+        if deleted:
+            return match, True
+        if match is not None:
+            # A changed priority-class label: the Workload takes the new class and value.
+            match, ok = await self._follow_priority_label(
+                job_set, match, self._priority_label(job_set), lambda: self._priority(job_set)
+            )
+            if not ok:
+                return None, True
+        return match, False
 
     async def _prebuilt_workload(self, job_set: Obj, name: str) -> Obj | None:
         """A Workload created for the JobSet beforehand (by MultiKueue): adopt it; mark it
@@ -597,12 +606,20 @@ class JobSetIntegration(framework.WorkloadWrites):
             {**job_set, "apiVersion": api.JOB_SET.api_version, "kind": JOB_SET_KIND}
         )
 
-    async def _create_workload(self, job_set: Obj, queue: str) -> None:
-        labels = dict(_labels(job_set))
+    def _priority_label(self, job_set: Obj) -> str:
+        """The JobSet's `kueue.x-k8s.io/priority-class`, or the default WorkloadPriorityClass."""
+        name = _labels(job_set).get(api.LABEL_PRIORITY_CLASS) or ""
+        if not name and self.state.priority_classes.get(api.DEFAULT_NAME) is not None:
+            name = api.DEFAULT_NAME
+        return name
+
+    def _priority(self, job_set: Obj) -> tuple[Obj, str | None]:
+        labels = {api.LABEL_PRIORITY_CLASS: self._priority_label(job_set)}
         wpcs = {o["metadata"]["name"]: o for o in self.state.priority_classes.list()}
-        if not labels.get(api.LABEL_PRIORITY_CLASS) and api.DEFAULT_NAME in wpcs:
-            labels[api.LABEL_PRIORITY_CLASS] = api.DEFAULT_NAME
-        priority, error = framework.priority_for(labels, wpcs, pod_priority_class(job_set), {})
+        return framework.priority_for(labels, wpcs, pod_priority_class(job_set), {})
+
+    async def _create_workload(self, job_set: Obj, queue: str) -> None:
+        priority, error = self._priority(job_set)
         if error:
             await self._event(job_set, api.EVENT_WORKLOAD_PRIORITY_CLASS_NOT_FOUND, error, warning=True)
             return

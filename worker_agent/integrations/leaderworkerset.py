@@ -198,6 +198,10 @@ class LeaderWorkerSetIntegration:
         for wl_key, wl in existing.items():
             if wl_key not in desired:
                 await self._delete_workload(wl)
+            elif not wl["metadata"].get("deletionTimestamp") and not await self._follow_priority_label(
+                lws, wl
+            ):
+                retry = True
         await self._label_pods(lws, key)
         return Result(requeue=True) if retry else None
 
@@ -209,15 +213,32 @@ class LeaderWorkerSetIntegration:
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
 
-    async def _create_workload(self, lws: Obj, index: int, queue: str) -> None:
-        meta = lws["metadata"]
-        labels = meta.get("labels") or {}
+    def _priority(self, lws: Obj) -> tuple[Obj, str | None]:
+        labels = lws["metadata"].get("labels") or {}
         wpcs = {o["metadata"]["name"]: o for o in self.state.priority_classes.list()}
         template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
         pod_pc = (
             (template.get("leaderTemplate") or template.get("workerTemplate") or {}).get("spec") or {}
         ).get("priorityClassName")
-        priority, error = framework.priority_for(labels, wpcs, pod_pc, {})
+        return framework.priority_for(labels, wpcs, pod_pc, {})
+
+    async def _follow_priority_label(self, lws: Obj, wl: Obj) -> bool:
+        """A changed priority-class label: the group's Workload takes the new class and value."""
+        label = (lws["metadata"].get("labels") or {}).get(api.LABEL_PRIORITY_CLASS) or ""
+        written, ok = await framework.follow_priority_label(self.kube, wl, label, lambda: self._priority(lws))
+        if written is not None and self.agent.recorder is not None:
+            meta = wl["metadata"]
+            await self.agent.recorder.normal(
+                lws,
+                api.EVENT_UPDATED_WORKLOAD,
+                "Reconcile",
+                api.updated_workload_priority_message(meta["namespace"], meta["name"]),
+            )
+        return ok
+
+    async def _create_workload(self, lws: Obj, index: int, queue: str) -> None:
+        meta = lws["metadata"]
+        priority, error = self._priority(lws)
         if error:
             if self.agent.recorder is not None:
                 await self.agent.recorder.warning(

@@ -170,6 +170,10 @@ class PodGroupIntegration:
         if wlstatus.is_finished(wl) or (wl.get("metadata") or {}).get("deletionTimestamp"):
             await self._release_pod_finalizers(pods, everything=True)
             return None
+        if not annotations.get(
+            api.ANNOTATION_PREBUILT_WORKLOAD_NAME
+        ) and not await self._follow_priority_label(pods[0], wl):
+            return Result(requeue=True)
         live = [p for p in pods if not is_terminated(p) and not p["metadata"].get("deletionTimestamp")]
         if wlstatus.is_evicted(wl) and wlstatus.has_quota_reservation(wl):
             return await self._stop(wl, live)
@@ -189,6 +193,27 @@ class PodGroupIntegration:
         ):
             await self._finish(wl, pods, total)
         return None
+
+    def _priority(self, pod: Obj) -> tuple[Obj, str | None]:
+        labels = pod["metadata"].get("labels") or {}
+        wpcs = {o["metadata"]["name"]: o for o in self.state.priority_classes.list()}
+        return framework.priority_for(labels, wpcs, None, {})
+
+    async def _follow_priority_label(self, pod: Obj, wl: Obj) -> bool:
+        """A changed priority-class label (of the group's first pod, as upstream reads the group):
+        the Workload takes the new class and value."""
+        label = (pod["metadata"].get("labels") or {}).get(api.LABEL_PRIORITY_CLASS) or ""
+        written, ok = await framework.follow_priority_label(self.kube, wl, label, lambda: self._priority(pod))
+        recorder = getattr(self.agent, "recorder", None)
+        if written is not None and recorder is not None:
+            meta = wl["metadata"]
+            await recorder.normal(
+                {**pod, "apiVersion": "v1", "kind": "Pod"},
+                api.EVENT_UPDATED_WORKLOAD,
+                "Reconcile",
+                api.updated_workload_priority_message(meta["namespace"], meta["name"]),
+            )
+        return ok
 
     def _total_count(self, pods: list[Obj]) -> int:
         for pod in pods:
@@ -233,8 +258,7 @@ class PodGroupIntegration:
         first = pods[0]
         labels = first["metadata"].get("labels") or {}
         queue = labels.get(api.LABEL_QUEUE_NAME, "")
-        wpcs = {o["metadata"]["name"]: o for o in self.state.priority_classes.list()}
-        priority, error = framework.priority_for(labels, wpcs, None, {})
+        priority, error = self._priority(first)
         if error:
             log.info("pod group not admitted", group=f"{namespace}/{group}", error=error)
             return None

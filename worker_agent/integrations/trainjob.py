@@ -731,7 +731,21 @@ class TrainJobIntegration(framework.WorkloadWrites):
                 api.EVENT_DELETED_WORKLOAD,
                 api.deleted_not_matching_workload_message(meta["namespace"], meta["name"]),
             )
-        return match, deleted > 0
+        if deleted:
+            return match, True
+        if match is not None:
+            # A changed priority-class label: the Workload takes the new class and value (its pod
+            # PriorityClass, when the label has none, comes from the Workload's pod sets as upstream's).
+            podsets = (match.get("spec") or {}).get("podSets") or []
+            match, ok = await self._follow_priority_label(
+                train_job,
+                match,
+                self._priority_label(train_job),
+                lambda: self._priority(train_job, podsets),
+            )
+            if not ok:
+                return None, True
+        return match, False
 
     async def _prebuilt_workload(self, train_job: Obj, runtime: Obj, name: str) -> Obj | None:
         """A Workload created for the TrainJob beforehand (by MultiKueue): adopt it; mark it
@@ -784,12 +798,16 @@ class TrainJobIntegration(framework.WorkloadWrites):
     def _owner_reference(self, train_job: Obj) -> Obj:
         return framework.owner_reference(self._typed(train_job))
 
-    async def _create_workload(self, train_job: Obj, runtime: Obj, queue: str) -> None:
-        labels = dict(_labels(train_job))
+    def _priority_label(self, train_job: Obj) -> str:
+        """The TrainJob's `kueue.x-k8s.io/priority-class`, or the default WorkloadPriorityClass."""
+        name = _labels(train_job).get(api.LABEL_PRIORITY_CLASS) or ""
+        if not name and self.state.priority_classes.get(api.DEFAULT_NAME) is not None:
+            name = api.DEFAULT_NAME
+        return name
+
+    def _priority(self, train_job: Obj, podsets: list[Obj]) -> tuple[Obj, str | None]:
+        labels = {api.LABEL_PRIORITY_CLASS: self._priority_label(train_job)}
         wpcs = {o["metadata"]["name"]: o for o in self.state.priority_classes.list()}
-        if not labels.get(api.LABEL_PRIORITY_CLASS) and api.DEFAULT_NAME in wpcs:
-            labels[api.LABEL_PRIORITY_CLASS] = api.DEFAULT_NAME
-        podsets = train_job_podsets(train_job, runtime)
         pod_priority = next(
             (
                 p["template"]["spec"]["priorityClassName"]
@@ -798,7 +816,11 @@ class TrainJobIntegration(framework.WorkloadWrites):
             ),
             None,
         )
-        priority, error = framework.priority_for(labels, wpcs, pod_priority, {})
+        return framework.priority_for(labels, wpcs, pod_priority, {})
+
+    async def _create_workload(self, train_job: Obj, runtime: Obj, queue: str) -> None:
+        podsets = train_job_podsets(train_job, runtime)
+        priority, error = self._priority(train_job, podsets)
         if error:
             await self._event(train_job, api.EVENT_WORKLOAD_PRIORITY_CLASS_NOT_FOUND, error, warning=True)
             return

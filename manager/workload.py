@@ -128,10 +128,21 @@ def remote_workload_cache_transform(remote: Obj) -> Obj:
 
 
 def only_priority_differs(local: Obj, remote: Obj) -> bool:
-    """A WorkloadPriorityClass-based priority change is patched into the copy, not re-dispatched."""
-    if (local.get("spec") or {}).get("priorityClassSource") != api.PRIORITY_CLASS_SOURCE_WORKLOAD:
+    """A priority change of a copy whose priority comes from a WorkloadPriorityClass (the job's
+    `kueue.x-k8s.io/priority-class` label changed, or the class's value) is patched into the copy,
+    not re-dispatched (upstream's PriorityChanged(local, remote)); a Workload whose priority comes
+    from a pod PriorityClass never changes it."""
+    local_source = (local.get("spec") or {}).get("priorityClassSource")
+    remote_source = (remote.get("spec") or {}).get("priorityClassSource")
+    if local_source == api.PRIORITY_CLASS_SOURCE_POD or remote_source != api.PRIORITY_CLASS_SOURCE_WORKLOAD:
         return False
     return _rest_digest(local) == _rest_digest(remote)
+
+
+def priority_patch(local: Obj) -> Obj:
+    """The copy's `spec` merge patch that gives it the manager Workload's class and priority."""
+    spec = local.get("spec") or {}
+    return {k: spec.get(k) for k in PRIORITY_FIELDS}
 
 
 def remote_copy(
@@ -386,9 +397,7 @@ class WorkloadReconciler:
                 continue
             client = group.available[cluster]
             if only_priority_differs(wl, remote):
-                spec = wl.get("spec") or {}
-                priority = {k: spec[k] for k in PRIORITY_FIELDS if k in spec}
-                await client.kube.patch_merge(api.WORKLOAD, name, {"spec": priority}, namespace)
+                await client.kube.patch_merge(api.WORKLOAD, name, {"spec": priority_patch(wl)}, namespace)
                 continue
             await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
             group.remotes[cluster] = None

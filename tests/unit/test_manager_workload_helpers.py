@@ -14,6 +14,7 @@ from manager.workload import (
     best_match,
     only_priority_differs,
     owner_gvk,
+    priority_patch,
     remote_copy,
     remote_spec_out_of_sync,
     remote_workload_cache_transform,
@@ -222,6 +223,31 @@ def test_only_priority_differs_is_false_for_a_pod_priority_class() -> None:
     for wl in (local, remote):
         wl["spec"]["priorityClassSource"] = api.PRIORITY_CLASS_SOURCE_POD
     assert only_priority_differs(local, remote) is False
+
+
+def test_only_priority_differs_needs_a_workload_priority_class_on_the_copy() -> None:
+    # A class added on the manager to a Workload whose copy has none is a new dispatch (upstream's
+    # PriorityChanged needs the remote's class to be a WorkloadPriorityClass).
+    remote = wpc_workload("low", 10)
+    del remote["spec"]["priorityClassName"], remote["spec"]["priorityClassSource"]
+    assert only_priority_differs(wpc_workload("high", 1000), remote) is False
+    # A copy with a WorkloadPriorityClass follows a manager Workload that has none.
+    local = wpc_workload("low", 10)
+    del local["spec"]["priorityClassName"], local["spec"]["priorityClassSource"]
+    assert only_priority_differs(local, wpc_workload("low", 10)) is True
+
+
+def test_the_priority_patch_sets_all_three_fields() -> None:
+    assert priority_patch(wpc_workload("high", 1000)) == {
+        "priorityClassName": "high",
+        "priorityClassSource": api.PRIORITY_CLASS_SOURCE_WORKLOAD,
+        "priority": 1000,
+    }
+    assert priority_patch({"spec": {"priority": 5}}) == {
+        "priorityClassName": None,
+        "priorityClassSource": None,
+        "priority": 5,
+    }
 
 
 def test_a_cached_copy_keeps_its_status_and_a_digest_of_its_spec() -> None:

@@ -471,12 +471,14 @@ async def multikueue(
     manager_config: Obj | None = None,
     start_manager: bool = True,
     worker_preemption: Obj | None = None,
+    manager_preemption: Obj | None = None,
     frameworks: list[str] | None = None,
     manager_agent: bool = True,
     invariants: bool = True,
 ):
     """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu.
-    `worker_preemption`: the workers' ClusterQueue `preemption` policy. `manager_agent=False`: no
+    `worker_preemption`, `manager_preemption`: the workers' and the manager's ClusterQueue
+    `preemption` policy. `manager_agent=False`: no
     worker_agent on the manager cluster, so the test writes the manager Workloads' admission status
     itself (states the agent passes through too quickly to test). When the test body ends without
     an error and the manager is running, the block ends with `env.assert_invariants()` unless
@@ -509,7 +511,7 @@ async def multikueue(
                 await env.add_cluster(cluster)
             await env.add_config(list(env.clusters))
             await env.add_check()
-            await env.add_queues(manager_kube, manager_cpu, checks=[env.check])
+            await env.add_queues(manager_kube, manager_cpu, checks=[env.check], preemption=manager_preemption)
         if manager_agent:
             await stack.enter_async_context(running_agent(manager_kube, agent_config))
         env.frameworks = frameworks

@@ -319,6 +319,59 @@ async def test_higher_priority_job_preempts_a_lower_one(cluster):
         assert cq
 
 
+async def test_relabelled_priority_class_updates_the_workload_and_lets_a_pending_job_preempt(cluster):
+    """Changing a running Job's `kueue.x-k8s.io/priority-class` label gives its Workload the new
+    class and value (upstream's UpdateWorkloadPriority); the pending Job of equal priority, which
+    could not preempt it before, now does."""
+    ns = cluster.namespace
+    await queues(cluster, cpu="2", preemption={"withinClusterQueue": "LowerPriority"})
+    low_class, high_class = await priority_class(cluster, 10), await priority_class(cluster, 100)
+    async with job_agent(cluster):
+        first = await create_job(cluster, batch_job("first", cpu="2", priority_class=high_class))
+        await eventually(lambda: _started(cluster, "first"))
+        first_wl = await job_workload(cluster, first)
+        name = first_wl["metadata"]["name"]
+        assert (first_wl["spec"]["priorityClassName"], first_wl["spec"]["priority"]) == (high_class, 100)
+
+        second = await create_job(cluster, batch_job("second", cpu="2", priority_class=high_class))
+        second_wl = await eventually(lambda: job_workload(cluster, second))
+
+        async def pending_second():
+            wl = await cluster.wl(second_wl["metadata"]["name"])
+            return wl if condition_is(wl, api.WORKLOAD_QUOTA_RESERVED, "False") else None
+
+        await eventually(pending_second)
+        # Equal priority: no preemption.
+        await consistently(lambda: _started(cluster, "first"), duration=1)
+
+        await cluster.kube.patch_merge(
+            api.JOB, "first", {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: low_class}}}, namespace=ns
+        )
+
+        async def relabelled():
+            wl = await cluster.wl(name)
+            spec = wl["spec"]
+            return wl if (spec.get("priorityClassName"), spec.get("priority")) == (low_class, 10) else None
+
+        wl = await eventually(relabelled)
+        assert wl["spec"]["priorityClassSource"] == api.PRIORITY_CLASS_SOURCE_WORKLOAD
+        (note,) = await eventually(lambda: job_events(cluster, "first", api.EVENT_UPDATED_WORKLOAD))
+        assert note == f"Updated workload priority class: {ns}/{name}"
+
+        # The lower one is preempted and the pending one runs.
+        async def preempted():
+            wl = await cluster.wl(name)
+            return wl if condition_is(wl, api.WORKLOAD_EVICTED, "True", "Preempted") else None
+
+        await eventually(preempted)
+        await eventually(lambda: _suspended(cluster, "first"))
+        await eventually(lambda: _started(cluster, "second"))
+        assert await cluster.admitted(second_wl["metadata"]["name"])
+        # The Workload keeps the label's class through its requeue.
+        wl = await cluster.wl(name)
+        assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (low_class, 10)
+
+
 async def test_deactivated_workload_stops_the_job_and_is_not_readmitted(cluster):
     await queues(cluster)
     async with job_agent(cluster):

@@ -646,9 +646,10 @@ class JobIntegration(framework.WorkloadWrites):
         if to_update is not None:
             return await self._update_workload_to_match(job, to_update, queue), False
         if match is not None:
-            # A changed priority-class label: the Workload takes the new class and value.
+            # A changed priority-class label: the Workload takes the new class and value. The label
+            # as it is decides whether it changed (a default class created later is not taken up).
             match, ok = await self._follow_priority_label(
-                job, match, self._priority_label(job), lambda: self._priority(job)
+                job, match, _labels(job).get(api.LABEL_PRIORITY_CLASS) or "", lambda: self._priority(job)
             )
             if not ok:
                 return None, True

@@ -550,7 +550,10 @@ class JobSetIntegration(framework.WorkloadWrites):
         if match is not None:
             # A changed priority-class label: the Workload takes the new class and value.
             match, ok = await self._follow_priority_label(
-                job_set, match, self._priority_label(job_set), lambda: self._priority(job_set)
+                job_set,
+                match,
+                _labels(job_set).get(api.LABEL_PRIORITY_CLASS) or "",
+                lambda: self._priority(job_set),
             )
             if not ok:
                 return None, True

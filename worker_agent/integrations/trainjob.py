@@ -740,7 +740,7 @@ class TrainJobIntegration(framework.WorkloadWrites):
             match, ok = await self._follow_priority_label(
                 train_job,
                 match,
-                self._priority_label(train_job),
+                _labels(train_job).get(api.LABEL_PRIORITY_CLASS) or "",
                 lambda: self._priority(train_job, podsets),
             )
             if not ok:

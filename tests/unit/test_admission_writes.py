@@ -190,3 +190,26 @@ async def test_the_decision_log_has_a_line_per_cycle_and_per_retry_of_parked_wor
     assert cycle["preempt"] == [["ns/victim", "ns/big", "InClusterQueue"]]
     assert cycle["pending"] == [["ns/b", "Pending", "couldn't assign flavors to pod set main"]]
     assert flush["flush"] == [] and flush["t"] >= cycle["t"]
+
+
+def test_a_priority_change_of_a_workload_holding_quota_retries_the_parked_ones(state):
+    """Kueue's workload controller on PriorityChanged: a Workload that holds quota and changed its
+    priority (e.g. a job's priority-class label lowered it) may now be preempted, so the parked
+    Workloads of its ClusterQueue's cohort tree try again."""
+    flushed = []
+    state.request_flush = lambda names: flushed.append(list(names))
+    admitted = {
+        **WORKLOAD,
+        "spec": {"queueName": "main", "priority": 300, "podSets": []},
+        "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": []}},
+    }
+    state._route_workload(None, admitted)
+    flushed.clear()
+    state._route_workload(
+        admitted, {**admitted, "metadata": {**admitted["metadata"], "resourceVersion": "8"}}
+    )
+    assert flushed == []  # nothing that matters to the parked ones changed
+    lowered = {**admitted, "spec": {**admitted["spec"], "priority": 100}}
+    state._route_workload(admitted, lowered)
+    assert flushed == [["cq"]]
+    assert state.snapshot.workloads["ns/wl"].priority == 100

@@ -115,3 +115,45 @@ async def test_a_deactivated_jobset_is_suspended_and_its_templates_restored(work
 
         assert held["spec"]["suspend"] is True
         await eventually(restored, timeout=30)
+
+
+async def test_a_jobset_priority_class_label_change_updates_its_workload(worker_cluster):  # noqa: F811
+    """A pending JobSet relabelled to another WorkloadPriorityClass: its Workload follows."""
+    cluster = worker_cluster
+    await queues(cluster, cpu="1")  # too small: the JobSet stays pending
+    classes = {}
+    for role, value in (("high", 300), ("low", 100)):
+        classes[role] = unique(f"wpc-{role}")
+        await cluster.create(
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": classes[role]},
+                "value": value,
+            }
+        )
+    async with job_agent(cluster, FRAMEWORKS):
+        body = _suspended(job_set("prio"))
+        body["metadata"]["labels"][api.LABEL_PRIORITY_CLASS] = classes["low"]
+        js = await cluster.kube.create(api.JOB_SET, body, namespace=cluster.namespace)
+        wl = await eventually(lambda: _workload(cluster, js))
+        assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (classes["low"], 100)
+
+        await cluster.kube.patch_merge(
+            api.JOB_SET,
+            "prio",
+            {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: classes["high"]}}},
+            namespace=cluster.namespace,
+        )
+
+        async def raised():
+            current = await cluster.wl(wl["metadata"]["name"])
+            spec = current["spec"]
+            return (
+                current
+                if (spec.get("priorityClassName"), spec.get("priority")) == (classes["high"], 300)
+                else None
+            )
+
+        current = await eventually(raised)
+        assert current["metadata"]["uid"] == wl["metadata"]["uid"]

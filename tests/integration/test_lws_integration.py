@@ -130,3 +130,55 @@ async def test_lws_group_workloads_follow_replicas(worker_cluster):
         await kube.patch_merge(api.LEADER_WORKER_SET, "sample", {"spec": {"replicas": 1}}, namespace=ns)
         items = await eventually(lambda: workloads(1))
         assert [w["metadata"]["name"] for w in items] == [expected_name(lws, 0)]
+
+
+async def test_lws_priority_class_label_change_reaches_every_group_workload(worker_cluster):
+    """Upstream's LeaderWorkerSet reconciler runs UpdateWorkloadPriority on each group's Workload:
+    a changed `kueue.x-k8s.io/priority-class` label gives every admitted group the new class."""
+    cluster = worker_cluster
+    kube, ns = cluster.kube, cluster.namespace
+    rf, cq = unique("rf"), unique("cq")
+    await cluster.create(resource_flavor(rf))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "10"}}))
+    await cluster.create(local_queue(ns, "user-queue", cq))
+    classes = {}
+    for role, value in (("high", 300), ("low", 100)):
+        classes[role] = unique(f"wpc-{role}")
+        await cluster.create(
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": classes[role]},
+                "value": value,
+            }
+        )
+    async with running_agent(
+        kube, {"integrations": {"frameworks": ["leaderworkerset.x-k8s.io/leaderworkerset"]}}
+    ):
+        body = sample_lws("prio", "user-queue", replicas=2, size=2)
+        body["metadata"]["labels"][api.LABEL_PRIORITY_CLASS] = classes["high"]
+        lws = await kube.create(api.LEADER_WORKER_SET, body, namespace=ns)
+        names = [expected_name(lws, 0), expected_name(lws, 1)]
+        for name in names:
+            await eventually(lambda name=name: cluster.admitted(name))
+            wl = await cluster.wl(name)
+            assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (classes["high"], 300)
+
+        await kube.patch_merge(
+            api.LEADER_WORKER_SET,
+            "prio",
+            {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: classes["low"]}}},
+            namespace=ns,
+        )
+
+        async def lowered():
+            found = [await cluster.wl(name) for name in names]
+            ok = all(
+                (w["spec"].get("priorityClassName"), w["spec"].get("priority")) == (classes["low"], 100)
+                for w in found
+            )
+            return found if ok else None
+
+        for wl in await eventually(lowered):
+            assert wl["spec"]["priorityClassSource"] == api.PRIORITY_CLASS_SOURCE_WORKLOAD
+            assert await cluster.admitted(wl["metadata"]["name"])

@@ -1,7 +1,8 @@
 """A Job's `kueue.x-k8s.io/priority-class` label changed on the manager (upstream's e2e "Priority
 class mutation", test/e2e/multikueue/baseline): the manager's Workload takes the new class and
 value, the manager's ClusterQueue preempts by it, and the copy on the worker follows the manager's
-Workload, not the worker's Job (which keeps the label it was created with)."""
+Workload, not the worker's Job (which keeps the label it was created with). A new value of the
+manager's WorkloadPriorityClass reaches the copy the same way."""
 
 from __future__ import annotations
 
@@ -175,3 +176,11 @@ async def test_the_copy_keeps_the_new_priority_when_the_workers_job_reconciles(f
             await asyncio.sleep(0.5)
         manager_wl = await env.get(kube, api.WORKLOAD, name, namespace)
         assert current["spec"] == manager_wl["spec"]
+
+        # A new value of the manager's WorkloadPriorityClass reaches the manager's Workload (the
+        # WorkloadPriorityClass controller) and from there the copy.
+        await kube.patch_merge(api.WORKLOAD_PRIORITY_CLASS, low, {"value": 150})
+        wanted = (low, api.PRIORITY_CLASS_SOURCE_WORKLOAD, 150)
+        await env.wait_for(manager_lowered, 30, name)
+        updated = await env.wait_for(copy_lowered, 30, name)
+        assert updated["metadata"]["uid"] == first["metadata"]["uid"], "the copy was re-created"

@@ -3,6 +3,8 @@ ungated with the flavor's node labels once admitted, Finished when the pod ends.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from admission_kit import (
     cluster_queue,
@@ -15,6 +17,7 @@ from admission_kit import (
 )
 
 from kube_runtime import api
+from kube_runtime.client import NotFound
 from kueue_domain.naming import workload_name
 
 pytestmark = pytest.mark.realcluster
@@ -68,3 +71,68 @@ async def test_single_pod_is_admitted_ungated_and_finished(kube, cluster):
             return api.FINALIZER_MANAGED not in (current["metadata"].get("finalizers") or ())
 
         await eventually(pod_released)
+
+
+async def test_a_gated_pod_relabelled_to_another_priority_class_moves_its_workload(kube, cluster):
+    """A single pod's `kueue.x-k8s.io/priority-class` label changed while it waits (gated, over
+    quota): its Workload takes the new class and value."""
+    ns = cluster.namespace
+    rf, cq = unique("rf"), unique("cq")
+    await cluster.create(resource_flavor(rf))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "1"}}))
+    await cluster.create(local_queue(ns, "main", cq))
+    classes = {}
+    for role, value in (("high", 300), ("low", 100)):
+        classes[role] = unique(f"wpc-{role}")
+        await cluster.create(
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": classes[role]},
+                "value": value,
+            }
+        )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "waiting",
+            "labels": {
+                api.LABEL_QUEUE_NAME: "main",
+                api.LABEL_MANAGED: "true",
+                api.LABEL_PRIORITY_CLASS: classes["low"],
+            },
+            "finalizers": [api.FINALIZER_MANAGED],
+        },
+        "spec": {
+            "schedulingGates": [{"name": api.SCHEDULING_GATE_ADMISSION}],
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}],
+        },
+    }
+    created = await kube.create(api.POD, pod, namespace=ns)
+    name = workload_name("waiting", created["metadata"]["uid"], "Pod", "")
+    try:
+        async with running_agent(kube, {"integrations": {"frameworks": ["pod"]}}):
+            wl = await eventually(lambda: cluster.wl(name))
+            assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (classes["low"], 100)
+            await kube.patch_merge(
+                api.POD,
+                "waiting",
+                {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: classes["high"]}}},
+                namespace=ns,
+            )
+
+            async def raised():
+                current = await cluster.wl(name)
+                spec = current["spec"]
+                return (
+                    current
+                    if (spec.get("priorityClassName"), spec.get("priority")) == (classes["high"], 300)
+                    else None
+                )
+
+            await eventually(raised)
+    finally:
+        for resource, obj in ((api.POD, "waiting"), (api.WORKLOAD, name)):
+            with contextlib.suppress(NotFound):
+                await kube.patch_merge(resource, obj, {"metadata": {"finalizers": None}}, namespace=ns)

@@ -147,3 +147,46 @@ async def test_a_trainjob_starts_with_its_flavor_and_a_deactivated_one_is_stoppe
             return (reserved and reserved["status"] == "False") or None
 
         await eventually(released, timeout=60)
+
+
+async def test_a_trainjob_priority_class_label_change_updates_its_workload(worker_cluster):  # noqa: F811
+    """A pending TrainJob relabelled to another WorkloadPriorityClass: its Workload follows."""
+    cluster = worker_cluster
+    await queues(cluster, cpu="1")  # too small: the TrainJob stays pending
+    runtime = await _runtime(cluster)
+    classes = {}
+    for role, value in (("high", 300), ("low", 100)):
+        classes[role] = unique(f"wpc-{role}")
+        await cluster.create(
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": classes[role]},
+                "value": value,
+            }
+        )
+    async with job_agent(cluster, FRAMEWORKS):
+        body = _queued(train_job("prio", runtime, nodes=3))
+        body["metadata"]["labels"][api.LABEL_PRIORITY_CLASS] = classes["low"]
+        tj = await cluster.kube.create(api.TRAIN_JOB, body, namespace=cluster.namespace)
+        wl = await eventually(lambda: _workload(cluster, tj))
+        assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (classes["low"], 100)
+
+        await cluster.kube.patch_merge(
+            api.TRAIN_JOB,
+            "prio",
+            {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: classes["high"]}}},
+            namespace=cluster.namespace,
+        )
+
+        async def raised():
+            current = await cluster.wl(wl["metadata"]["name"])
+            spec = current["spec"]
+            return (
+                current
+                if (spec.get("priorityClassName"), spec.get("priority")) == (classes["high"], 300)
+                else None
+            )
+
+        current = await eventually(raised)
+        assert current["metadata"]["uid"] == wl["metadata"]["uid"]

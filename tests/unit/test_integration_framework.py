@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from kube_runtime import api
+from kube_runtime.client import Conflict, NotFound
 from kueue_domain import naming
 from worker_agent.integrations import framework
 
@@ -151,6 +152,55 @@ def test_priority_patch_is_none_when_class_and_value_are_already_there():
         "priorityClassSource": None,
         "priority": 0,
     }
+
+
+class _Kube:
+    """Records merge patches; raises `error` when set."""
+
+    def __init__(self, error=None):
+        self.error, self.patches = error, []
+
+    async def patch_merge(self, resource, name, patch, namespace=None):
+        if self.error is not None:
+            raise self.error
+        self.patches.append((resource.kind, namespace, name, patch))
+        return {"metadata": {"name": name, "namespace": namespace}, "spec": patch["spec"]}
+
+
+LOW = {"priorityClassName": "low", "priorityClassSource": api.PRIORITY_CLASS_SOURCE_WORKLOAD, "priority": 100}
+
+
+async def test_follow_priority_label_writes_the_resolved_priority_with_the_resource_version():
+    kube = _Kube()
+    wl = _wl("high", priority=300)
+    wl["metadata"]["resourceVersion"] = "42"
+    written, ok = await framework.follow_priority_label(kube, wl, "low", lambda: (LOW, None))
+    assert ok and written["spec"] == LOW
+    assert kube.patches == [("Workload", "ns", "wl", {"metadata": {"resourceVersion": "42"}, "spec": LOW})]
+
+
+async def test_follow_priority_label_resolves_nothing_when_the_label_did_not_change():
+    def resolve():
+        raise AssertionError("resolved without a change")
+
+    assert await framework.follow_priority_label(_Kube(), _wl("low", priority=100), "low", resolve) == (
+        None,
+        True,
+    )
+
+
+async def test_follow_priority_label_asks_for_a_retry_when_the_class_is_missing_or_the_write_fails():
+    wl = _wl("high", priority=300)
+    wl["metadata"]["resourceVersion"] = "1"
+    missing = await framework.follow_priority_label(_Kube(), wl, "gone", lambda: ({}, "not found"))
+    assert missing == (None, False)
+    conflict = Conflict({"code": 409}, "Conflict", "the object has been modified")
+    assert await framework.follow_priority_label(_Kube(conflict), wl, "low", lambda: (LOW, None)) == (
+        None,
+        False,
+    )
+    gone = NotFound({"code": 404}, "NotFound", "gone")
+    assert await framework.follow_priority_label(_Kube(gone), wl, "low", lambda: (LOW, None)) == (None, True)
 
 
 def test_podset_infos_from_flavors_and_ready_checks():

@@ -88,3 +88,28 @@ def build(suites: list[str], force: bool = False) -> SuiteBinaries:
         )
         partial.rename(out)
     return sb
+
+
+def cluster_profile_crd(sb: SuiteBinaries) -> Path:
+    """The ClusterProfile CRD (multicluster.x-k8s.io) of the cluster-inventory-api module version Kueue's
+    go.mod requires: upstream's e2e setup installs it on the manager cluster."""
+    module = "sigs.k8s.io/cluster-inventory-api"
+    version = next(
+        (
+            line.split()[1]
+            for line in (sb.source / "go.mod").read_text().splitlines()
+            if line.strip().startswith(module + " ")
+        ),
+        None,
+    )
+    if version is None:
+        raise FleetError(f"{module} is not in sigs.k8s.io/kueue@{sb.version}'s go.mod")
+    builder = Builder(Binaries(read_versions()))
+    builder.check_go()
+    crd = (
+        builder.module_dir(f"{module}@{version}")
+        / "config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml"
+    )
+    if not crd.is_file():
+        raise FleetError(f"{module}@{version} has no ClusterProfile CRD at {crd}")
+    return crd

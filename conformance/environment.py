@@ -16,8 +16,8 @@ Deployments; on our fleet they are processes on this machine. So, on every clust
 - each cluster's apiserver address for the MultiKueue kubeconfigs the suites write, in
   CONFORMANCE_SERVER_<CLUSTER> (read by our patch to upstream's test/util.GetClusterServerAddress).
 
-The stand-ins do not track the processes' health: the processes are started and checked by
-`localfleet up`, which fails if one does not become ready."""
+A stand-in pod is Ready only while the processes it stands for answer /readyz, and a restart of
+Kueue's Deployment restarts our processes with the ConfigMap's changes (conformance/bridge.py)."""
 
 from __future__ import annotations
 
@@ -25,12 +25,14 @@ import copy
 
 import yaml
 
+from localfleet.agnhost import STANDS_FOR_ANNOTATION
+
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
 WEBHOOK_SERVICE = "kueue-webhook-service"
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
-STAND_IN_ANNOTATION = "kueue-federation.dev/stands-for"
+STAND_IN_ANNOTATION = STANDS_FOR_ANNOTATION
 # The e2e image the suites put in their pods; kwok runs none, so any name works. The suites read it
 # from this variable (or from a Dockerfile of upstream's repository, which the build does not have).
 AGNHOST_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.53"

@@ -55,9 +55,12 @@ def parse_junit(text: str) -> list[Case]:
     return cases
 
 
-def results(suite_cases: dict[str, list[Case] | None], specs: tuple[Spec, ...] = SPECS) -> list[Result]:
+def results(
+    suite_cases: dict[str, list[Case] | None], specs: tuple[Spec, ...] = SPECS, focused: bool = False
+) -> list[Result]:
     """Each spec of the table with its outcome. A suite absent from `suite_cases` was not asked for;
-    one mapped to None never produced a report (its build or start failed)."""
+    one mapped to None never produced a report (its build or start failed). With `focused` (a
+    `--focus` run), an applicable spec that did not run was left out by the focus, not failed."""
     out = []
     for spec in specs:
         if not spec.applies:
@@ -79,6 +82,8 @@ def results(suite_cases: dict[str, list[Case] | None], specs: tuple[Spec, ...] =
             out.append(Result(spec, PASSED))
         elif suite_failures:
             out.append(Result(spec, FAILED, "suite setup failed: " + first_line(suite_failures[0].message)))
+        elif focused:
+            out.append(Result(spec, NOT_RUN, "left out by --focus"))
         else:
             out.append(Result(spec, FAILED, "the spec did not run (skipped by the suite)"))
     return out
@@ -96,7 +101,7 @@ def summary_line(res: list[Result]) -> str:
         f"{count[NOT_APPLICABLE]} not applicable of {len(res)}"
     )
     if count[NOT_RUN]:
-        line += f" ({count[NOT_RUN]} not run: suites left out)"
+        line += f" ({count[NOT_RUN]} not run: left out by --suites or --focus)"
     return line
 
 

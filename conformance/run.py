@@ -21,6 +21,7 @@ import yaml
 from conformance import build as suites_build
 from conformance import environment as envmod
 from conformance import report, specs
+from conformance.bridge import RestartBridge
 from localfleet.binaries import Binaries, read_versions
 from localfleet.common import REPO, FleetError, log
 from localfleet.kube import Kubectl
@@ -56,9 +57,9 @@ def localfleet(run_dir: str, *args: str) -> None:
         raise FleetError(f"localfleet {' '.join(args)} failed (logs in {run_dir})")
 
 
-def prepare(state: State, out: Path) -> dict[str, str]:
-    """Kind-style contexts, the kueue-system stand-ins and the configuration ConfigMap on every cluster;
-    returns the suites' environment."""
+def prepare(state: State, out: Path, cluster_profile_crd: Path, bridge: RestartBridge) -> dict[str, str]:
+    """Kind-style contexts, the kueue-system stand-ins and the configuration ConfigMap on every cluster,
+    made Ready by the bridge (started here); returns the suites' environment."""
     bins = Binaries(read_versions())
     clusters = state.data["clusters"]
     admin = {name: yaml.safe_load(Path(c["kubeconfig"]).read_text()) for name, c in clusters.items()}
@@ -78,6 +79,7 @@ def prepare(state: State, out: Path) -> dict[str, str]:
         for ns in {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}:
             kubectl("create", "namespace", ns, check=False)
         kubectl.apply([d for d in docs if d["kind"] != "Namespace"])
+    bridge.start()
     for name, c in clusters.items():
         kubectl = Kubectl(bins.path("kubectl"), c["kubeconfig"])
         wait_for(
@@ -86,6 +88,10 @@ def prepare(state: State, out: Path) -> dict[str, str]:
             180,
             interval=1,
         )
+    # The ClusterProfile CRD (Open Cluster Management's cluster inventory) on the manager cluster, where
+    # upstream's e2e setup installs it for the specs that connect a worker through a ClusterProfile.
+    manager = next(c for c in clusters.values() if c.get("role") == "manager")
+    Kubectl(bins.path("kubectl"), manager["kubeconfig"]).apply(cluster_profile_crd.read_text())
     servers = {name: c["server"] for name, c in clusters.items()}
     return envmod.suite_env(servers, str(kubeconfig))
 
@@ -147,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    bridge = None
     try:
         sb = suites_build.build(suites)
         if not args.fleet:
@@ -156,9 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         state = State.load(Path(args.dir))
         if state is None:
             raise FleetError(f"no fleet in {args.dir}")
-        env = prepare(state, out)
+        bridge = RestartBridge(Path(args.dir), state.data["clusters"])
+        env = prepare(state, out, suites_build.cluster_profile_crd(sb), bridge)
     except FleetError as e:
         print(f"conformance: the harness could not run: {e}", file=sys.stderr)
+        if bridge is not None:
+            bridge.stop()
         if not args.fleet and not args.keep:
             localfleet(args.dir, "down")
         return 2
@@ -169,9 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             junit = out / f"junit-{suite}.xml"
             cases[suite] = report.parse_junit(junit.read_text()) if wrote else None
     finally:
+        bridge.stop()
         if not args.fleet and not args.keep:
             localfleet(args.dir, "down")
-    res = report.results(cases)
+    res = report.results(cases, focused=bool(args.focus))
     print(report.table(res))
     line = report.summary_line(res)
     (out / "results.json").write_text(

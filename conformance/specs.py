@@ -25,7 +25,6 @@ KUBEFLOW_V1 = "Kubeflow v1 jobs (training-operator) are not an integration of ou
 MPIJOB = "MPIJob (mpi-operator) is not an integration of ours"
 RAY = "KubeRay kinds are not an integration of ours"
 DOCKER = "the spec edits kind's node through `docker exec`: the fleet runs no containers"
-CONFIG_RESTART = "the spec edits kueue-manager-config and restarts Kueue: not bridged to our processes yet"
 CLUSTER_PROFILE_PLUGIN = "the spec runs a ClusterProfile credentials plugin from a container image"
 ORCHESTRATED_PREEMPTION = "MultiKueueOrchestratedPreemption (alpha gate) is not implemented"
 
@@ -91,9 +90,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("extended", "Should run a RayCluster on worker if admitted", RAY),
     Spec("extended", "Should scale an elastic RayCluster on worker if admitted", RAY),
     Spec("extended", "Should run a RayService on worker if admitted", RAY),
-    Spec("sequential", "Should run a job on worker if admitted", CONFIG_RESTART),
+    Spec("sequential", "Should run a job on worker if admitted"),
     Spec("sequential", "Should update the cluster status to reflect the connection state", DOCKER),
-    Spec("sequential", "uses ClusterProfile as way to connect worker cluster", CONFIG_RESTART),
+    Spec("sequential", "uses ClusterProfile as way to connect worker cluster"),
     Spec(
         "sequential",
         "Should be able to use ClusterProfile as way to connect worker cluster",

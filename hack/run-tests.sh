@@ -29,3 +29,10 @@ eval "$($PY hack/localfleet.py --dir "$FLEET_DIR" env)"
 
 echo "== integration and e2e tests"
 $PY -m pytest tests/integration tests/e2e -q -p no:cacheprovider
+cleanup
+trap - EXIT
+
+# The short form of `make conformance` (docs/conformance.md): upstream Kueue's baseline and extended
+# MultiKueue e2e suites against a conformance fleet of its own; fails if an applicable spec fails.
+echo "== conformance (upstream Kueue's MultiKueue e2e suites, short form)"
+$PY -m conformance --short

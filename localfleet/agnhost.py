@@ -10,12 +10,15 @@ pod by exec'ing `curl http://<pod IP>:8080/exit?code=N` in it. A conformance fle
   below: `/readyz` and `/healthz` answer "ok"; `/exit?code=N` annotates the pod whose IP the URL
   names with EXIT_CODE_ANNOTATION, and kwok then ends it with that exit code (stage
   `agnhost-exit-on-request`: Succeeded for 0, Failed otherwise);
-- every other running pod runs until it is deleted (there is no `pod-complete` stage).
+- every other running pod runs until it is deleted (there is no `pod-complete` stage);
+- a pod that stands for processes of the fleet becomes Ready only when the harness says they are
+  (`ready_stages`).
 
 Everything here is text written into a cluster's directory when kwok starts."""
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -23,6 +26,11 @@ import yaml
 
 EXIT_CODE_ANNOTATION = "kueue-federation.dev/exit-code"
 EXIT_FAST_ARG = "entrypoint-tester"
+# A pod that stands for processes of the fleet (conformance/environment.py) becomes Ready only once it
+# also carries PROCESSES_READY_ANNOTATION, which the conformance harness sets when those processes
+# answer /readyz: so the Deployment it belongs to is Available only while they are.
+STANDS_FOR_ANNOTATION = "kueue-federation.dev/stands-for"
+PROCESSES_READY_ANNOTATION = "kueue-federation.dev/processes-ready"
 
 _RUNNING = [
     {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
@@ -102,6 +110,22 @@ def exit_on_request_stage() -> dict:
     }
 
 
+def ready_stages(stock_pod_ready: dict) -> list[dict]:
+    """kwok's pod-ready stage split in two: the stock one for every pod but stand-ins, and one for a
+    stand-in that carries PROCESSES_READY_ANNOTATION."""
+    plain = copy.deepcopy(stock_pod_ready)
+    plain["spec"]["selector"]["matchExpressions"].append(
+        {"key": f'.metadata.annotations["{STANDS_FOR_ANNOTATION}"]', "operator": "DoesNotExist"}
+    )
+    stand_in = copy.deepcopy(stock_pod_ready)
+    stand_in["metadata"]["name"] = "stand-in-ready"
+    stand_in["spec"]["selector"]["matchExpressions"] += [
+        {"key": f'.metadata.annotations["{STANDS_FOR_ANNOTATION}"]', "operator": "Exists"},
+        {"key": f'.metadata.annotations["{PROCESSES_READY_ANNOTATION}"]', "operator": "Exists"},
+    ]
+    return [plain, stand_in]
+
+
 def cluster_exec(shim_dir: Path, kubeconfig: Path, kubectl: Path) -> dict:
     """kwok answers every pod's exec by running the command on this machine, with the curl stand-in
     first on PATH and the cluster's admin kubeconfig to find and annotate the pod."""
@@ -175,15 +199,21 @@ sys.exit(main(sys.argv[1:]))
 '''
 
 
-def write_pod_behaviour(cluster_dir: Path, kubeconfig: Path, kubectl: Path) -> list[Path]:
-    """The stage and ClusterExec files for kwok's --config, and the curl stand-in they use."""
+def write_pod_behaviour(
+    cluster_dir: Path, kubeconfig: Path, kubectl: Path, stock_pod_ready: Path
+) -> list[Path]:
+    """The stage and ClusterExec files for kwok's --config (in place of the stock pod-ready and
+    pod-complete stages), and the curl stand-in they use."""
     shim_dir = cluster_dir / "agnhost-bin"
     shim_dir.mkdir(parents=True, exist_ok=True)
     curl = shim_dir / "curl"
     curl.write_text(f"#!{sys.executable}\n" + CURL_STAND_IN.format(annotation=EXIT_CODE_ANNOTATION))
     curl.chmod(0o755)
     files = []
+    plain_ready, stand_in_ready = ready_stages(yaml.safe_load(stock_pod_ready.read_text()))
     for name, doc in (
+        ("pod-ready", plain_ready),
+        ("stand-in-ready", stand_in_ready),
         ("exit-fast", exit_fast_stage()),
         ("exit-on-request", exit_on_request_stage()),
         ("exec", cluster_exec(shim_dir, kubeconfig, kubectl)),

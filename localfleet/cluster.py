@@ -291,8 +291,9 @@ class ControlPlane:
             ready_again.write_text(KWOK_POD_READY_AGAIN)
             stages = [*self.bins.kwok_stages, ready_again]
             if self.opts.conformance:  # pods end as upstream's e2e image does, not by themselves
-                stages = [s for s in stages if s.name != "pod-complete.yaml"]
-                stages += write_pod_behaviour(c.dir, Path(admin), self.bins.path("kubectl"))
+                stock_ready = next(s for s in stages if s.name == "pod-ready.yaml")
+                stages = [s for s in stages if s.name not in ("pod-complete.yaml", "pod-ready.yaml")]
+                stages += write_pod_behaviour(c.dir, Path(admin), self.bins.path("kubectl"), stock_ready)
             self.state.start(
                 c.name,
                 "kwok",

@@ -100,7 +100,9 @@ def test_results_read_from_junit_count_passed_failed_not_applicable_and_suites_n
     assert res[2].detail == "plain Pods are not dispatched"
     assert "did not run" in res[3].detail
     line = report.summary_line(res)
-    assert line == "conformance: 1 passed, 2 failed, 1 not applicable of 5 (1 not run: suites left out)"
+    assert line == (
+        "conformance: 1 passed, 2 failed, 1 not applicable of 5 (1 not run: left out by --suites or --focus)"
+    )
     assert report.exit_code(res) == 1
 
 
@@ -192,8 +194,26 @@ def test_kueue_system_objects_stand_for_our_processes_and_hold_the_configuration
     assert names == [("lws-system", "lws-controller-manager"), ("jobset-system", "jobset-controller-manager")]
 
 
+STOCK_POD_READY = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+    "kind": "Stage",
+    "metadata": {"name": "pod-ready"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": [{"key": ".status.phase", "operator": "In", "values": ["Pending"]}]},
+        "next": {"statusTemplate": "phase: Running"},
+    },
+}
+
+
+def write_behaviour(tmp_path, kubectl):
+    stock = tmp_path / "pod-ready.yaml"
+    stock.write_text(yaml.safe_dump(STOCK_POD_READY))
+    return agnhost.write_pod_behaviour(tmp_path, tmp_path / "admin.kubeconfig", kubectl, stock)
+
+
 def test_kwok_ends_pods_as_agnhost_does(tmp_path):
-    files = agnhost.write_pod_behaviour(tmp_path, tmp_path / "admin.kubeconfig", tmp_path / "kubectl")
+    files = write_behaviour(tmp_path, tmp_path / "kubectl")
     docs = {yaml.safe_load(f.read_text())["metadata"]["name"]: yaml.safe_load(f.read_text()) for f in files}
     fast = docs["agnhost-exit-fast"]["spec"]
     assert {"key": ".spec.containers.[0].args.[0]", "operator": "In", "values": ["entrypoint-tester"]} in (
@@ -225,7 +245,7 @@ def fake_kubectl(tmp_path, pods: list[dict]):
 
 
 def run_curl(tmp_path, kubectl, *args):
-    agnhost.write_pod_behaviour(tmp_path, tmp_path / "admin.kubeconfig", kubectl)
+    write_behaviour(tmp_path, kubectl)
     env = {"AGNHOST_KUBECTL": str(kubectl), "PATH": "/usr/bin:/bin"}
     return subprocess.run(
         [str(tmp_path / "agnhost-bin" / "curl"), *args], env=env, capture_output=True, text=True
@@ -256,3 +276,86 @@ def test_the_curl_stand_in_fails_for_an_unknown_ip(tmp_path):
     kubectl, _ = fake_kubectl(tmp_path, [])
     res = run_curl(tmp_path, kubectl, "http://10.9.9.9:8080/exit?code=0")
     assert res.returncode == 7 and "no pod has IP 10.9.9.9" in res.stderr
+
+
+def test_the_bridge_carries_the_suites_gates_and_multikueue_settings_over_the_fleets_configuration():
+    from conformance.bridge import merged_config
+
+    ours = {
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": "127.0.0.1:1"},
+        "multiKueue": {"origin": "fleet", "gcInterval": "1m"},
+        "featureGates": {"MultiKueueManagerQuotaAutomation": True},
+    }
+    theirs = {
+        "health": {"healthProbeBindAddress": ":8081"},  # upstream's, never taken
+        "multiKueue": {"dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental", "origin": None},
+        "featureGates": {"MultiKueueManagerQuotaAutomation": True, "MultiKueueClusterProfile": True},
+    }
+    merged = merged_config(ours, theirs)
+    assert merged["health"] == ours["health"]
+    assert merged["multiKueue"] == {
+        "origin": "fleet",
+        "gcInterval": "1m",
+        "dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+    }
+    assert merged["featureGates"]["MultiKueueClusterProfile"] is True
+    # Restoring the suite's default (no gates added) drops the gate again; ours is unchanged.
+    assert merged_config(ours, {"featureGates": {}}).get("featureGates") is None
+    assert ours["multiKueue"] == {"origin": "fleet", "gcInterval": "1m"}
+
+
+def test_the_bridge_sees_a_restart_as_a_new_pod_template():
+    from conformance.bridge import template_key
+
+    before = {"spec": {"replicas": 1, "template": {"metadata": {"annotations": {}}}}}
+    after = {
+        "spec": {
+            "replicas": 1,
+            "template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "t"}}},
+        }
+    }
+    assert template_key(before) != template_key(after)
+    assert template_key(before) == template_key({**before, "status": {"availableReplicas": 1}})
+
+
+def test_a_stand_in_pod_is_ready_only_once_marked_and_other_pods_as_kwok_makes_them(tmp_path):
+    files = write_behaviour(tmp_path, tmp_path / "kubectl")
+    docs = {yaml.safe_load(f.read_text())["metadata"]["name"]: yaml.safe_load(f.read_text()) for f in files}
+    plain = docs["pod-ready"]["spec"]["selector"]["matchExpressions"]
+    stand_in = docs["stand-in-ready"]["spec"]["selector"]["matchExpressions"]
+    stands_for = '.metadata.annotations["kueue-federation.dev/stands-for"]'
+    marked = '.metadata.annotations["kueue-federation.dev/processes-ready"]'
+    assert {"key": stands_for, "operator": "DoesNotExist"} in plain
+    assert {"key": stands_for, "operator": "Exists"} in stand_in
+    assert {"key": marked, "operator": "Exists"} in stand_in
+    assert docs["stand-in-ready"]["spec"]["next"] == STOCK_POD_READY["spec"]["next"]
+
+
+def test_the_bridge_marks_kueues_stand_in_only_while_our_processes_are_ready():
+    from conformance.bridge import pods_to_mark
+
+    def pod(ns, annotations, deleting=False):
+        meta = {"namespace": ns, "name": ns + "-pod", "annotations": annotations}
+        if deleting:
+            meta["deletionTimestamp"] = "t"
+        return {"metadata": meta}
+
+    stands = {"kueue-federation.dev/stands-for": "x"}
+    kueue, lws = pod("kueue-system", stands), pod("lws-system", stands)
+    done = pod("kueue-system", {**stands, "kueue-federation.dev/processes-ready": "true"})
+    other, old = pod("default", {}), pod("kueue-system", stands, deleting=True)
+    everything = [kueue, lws, done, other, old]
+    assert pods_to_mark(everything, kueue_ready=True) == [kueue, lws]
+    assert pods_to_mark(everything, kueue_ready=False) == [lws]
+
+
+def test_a_focused_run_reports_the_specs_it_left_out_as_not_run():
+    table = (
+        specs.Spec("baseline", "Should run a job on worker if admitted"),
+        specs.Spec("baseline", "Other"),
+    )
+    res = report.results({"baseline": report.parse_junit(JUNIT)}, table, focused=True)
+    assert [r.outcome for r in res] == [report.PASSED, report.NOT_RUN]
+    assert res[1].detail == "left out by --focus"
+    assert report.exit_code(res) == 0

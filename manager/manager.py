@@ -31,6 +31,8 @@ from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
 from manager.adapters.jobset import JobSetAdapter
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
+from manager.adapters.pod import INDEX_POD_GROUP, MANAGED_SELECTOR, PodAdapter
+from manager.adapters.pod import group_index as pod_group_index
 from manager.adapters.trainjob import TrainJobAdapter
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
@@ -138,6 +140,14 @@ class Manager:
             if api.FRAMEWORK_TRAIN_JOB in config.frameworks
             else None
         )
+        # Plain pods and pod groups: the pods the pod webhook marked as Kueue's, by group.
+        self.pods = (
+            Informer(kube, api.POD, label_selector=MANAGED_SELECTOR, clock=self.clock, transform=cached)
+            if api.FRAMEWORK_POD in config.frameworks
+            else None
+        )
+        if self.pods is not None:
+            self.pods.add_index(INDEX_POD_GROUP, pod_group_index)
         profile_feature = feature_enabled(config, features.MULTIKUEUE_CLUSTER_PROFILE)
         self.profiles = (
             Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock, transform=cached)
@@ -157,6 +167,7 @@ class Manager:
                 self.leaderworkersets,
                 self.jobsets,
                 self.trainjobs,
+                self.pods,
             )
             if i is not None
         ]
@@ -170,6 +181,8 @@ class Manager:
             self.adapters[api.JOB_SET.gvk] = JobSetAdapter(kube, self.jobsets)
         if self.trainjobs is not None:
             self.adapters[api.TRAIN_JOB.gvk] = TrainJobAdapter(kube, self.trainjobs)
+        if self.pods is not None:
+            self.adapters[api.POD.gvk] = PodAdapter(kube, self.pods)
         self.remotes = Remotes()
         self.registry.register(
             ClientRequestsCollector(CountedClients({"main": kube, "events": events_kube}, self.remotes))

@@ -140,10 +140,12 @@ class Manager:
             if api.FRAMEWORK_TRAIN_JOB in config.frameworks
             else None
         )
-        # Plain pods and pod groups: the pods the pod webhook marked as Kueue's, by group.
+        # Plain pods, pod groups and a Deployment's pods (the deployment integration implies the pod
+        # integration): the pods the pod webhook marked as Kueue's, by group.
+        pods_enabled = {api.FRAMEWORK_POD, api.FRAMEWORK_DEPLOYMENT} & set(config.frameworks)
         self.pods = (
             Informer(kube, api.POD, label_selector=MANAGED_SELECTOR, clock=self.clock, transform=cached)
-            if api.FRAMEWORK_POD in config.frameworks
+            if pods_enabled
             else None
         )
         if self.pods is not None:

@@ -240,3 +240,83 @@ async def test_deleting_a_running_pod_on_the_manager_removes_its_copy(fleet, kub
             ) or None
 
         await env.wait_for(gone, 40, name)
+
+
+def stamped_deployment(name: str, replicas: int, cpu: str = "500m") -> dict:
+    """A Deployment as the Deployment webhook leaves it (its pod template stamped for the pod
+    integration), its template also gated as the pod webhook would gate each pod."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {api.LABEL_QUEUE_NAME: "main"}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": name, api.LABEL_MANAGED: api.VALUE_TRUE, api.LABEL_QUEUE_NAME: "main"},
+                    "annotations": {api.ANNOTATION_POD_SUSPENDING_PARENT: api.FRAMEWORK_DEPLOYMENT},
+                },
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "schedulingGates": [{"name": api.SCHEDULING_GATE_ADMISSION}],
+                    "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}],
+                },
+            },
+        },
+    }
+
+
+async def test_deployment_pods_run_on_workers_and_the_deployment_is_ready(fleet, kube, namespace):
+    """Upstream's "Should create pods on worker if the deployment is admitted": each pod is a
+    single-pod Workload dispatched on its own; the manager's ReplicaSet controller counts the
+    manager's pods ready from their mirrored status, so the Deployment reports ready replicas."""
+    frameworks = ["batch/job", "deployment"]
+    async with (
+        pods_released(kube, namespace),
+        multikueue(fleet, kube, namespace, frameworks=frameworks) as env,
+    ):
+        await kube.create(api.DEPLOYMENT, stamped_deployment("web", 2), namespace=namespace)
+
+        async def ready(count: int):
+            current = await kube.get(api.DEPLOYMENT, "web", namespace)
+            status = current.get("status") or {}
+            return (
+                status if status.get("readyReplicas") == count and status.get("replicas") == count else None
+            )
+
+        await eventually(lambda: ready(2), timeout=60)
+
+        async def placed() -> dict[str, str] | None:
+            pods, _ = await kube.list(api.POD, namespace=namespace, label_selector="app=web")
+            where = {}
+            for pod in pods:
+                assert gated(pod) and not pod["spec"].get("nodeName"), "a manager pod ran"
+                meta = pod["metadata"]
+                wl_name = workload_name(meta["name"], meta["uid"], "Pod", "")
+                wl = await env.get(kube, api.WORKLOAD, wl_name, namespace)
+                state = check_state(wl, env.check)
+                if state is None or state["state"] != "Ready":
+                    return None
+                where[pod["metadata"]["name"]] = wl["status"]["clusterName"]
+            return where if len(where) == 2 else None
+
+        for pod_name, cluster in (await eventually(placed, timeout=30)).items():
+            assert phase(await env.remote(cluster, api.POD, pod_name)) == "Running"
+
+        # Scaling up adds a pod, dispatched on its own.
+        await kube.patch_merge(api.DEPLOYMENT, "web", {"spec": {"replicas": 3}}, namespace)
+        await eventually(lambda: ready(3), timeout=60)
+
+        # Deleting the Deployment deletes the manager's pods, then their copies.
+        await kube.delete(api.DEPLOYMENT, "web", namespace, propagation_policy="Foreground")
+
+        async def all_gone():
+            here, _ = await kube.list(api.POD, namespace=namespace, label_selector="app=web")
+            there = []
+            for worker_kube in env.worker_kubes.values():
+                items, _ = await worker_kube.list(api.POD, namespace=namespace, label_selector="app=web")
+                there += items
+            return (not here and not there) or None
+
+        await eventually(all_gone, timeout=60)

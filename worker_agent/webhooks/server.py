@@ -29,7 +29,7 @@ from kube_runtime.tlsserver import RetryingTLSServer
 from kueue_domain import fields
 from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
-from worker_agent.webhooks import common, convert, job, jobset, leaderworkerset, pod, trainjob
+from worker_agent.webhooks import common, convert, deployment, job, jobset, leaderworkerset, pod, trainjob
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
@@ -86,6 +86,8 @@ HOOKS: dict[str, Hook] = {
     api.WEBHOOK_PATH_VALIDATE_JOB_SET: Hook(api.FRAMEWORK_JOB_SET, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, True, ("CREATE",)),
     api.WEBHOOK_PATH_VALIDATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, True, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_VALIDATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, False, ("CREATE", "UPDATE")),
 }
 
 
@@ -211,6 +213,7 @@ class WebhookServer(RetryingTLSServer):
                 api.FRAMEWORK_POD: pod.default,
                 api.FRAMEWORK_JOB_SET: jobset.default,
                 api.FRAMEWORK_TRAIN_JOB: trainjob.default,
+                api.FRAMEWORK_DEPLOYMENT: deployment.default,
             }.get(hook.framework, leaderworkerset.default)
             mutated = default(obj, ns, self.config, self.lookups, facts)
         return allowed(json_patch(obj, mutated))
@@ -244,6 +247,12 @@ class WebhookServer(RetryingTLSServer):
                 trainjob.validate_create(obj)
                 if req.operation == "CREATE"
                 else trainjob.validate_update(old, obj, ns, self.lookups)
+            )
+        elif hook.framework == api.FRAMEWORK_DEPLOYMENT:
+            errors = (
+                deployment.validate_create(obj, self.config)
+                if req.operation == "CREATE"
+                else deployment.validate_update(old, obj, self.config)
             )
         elif req.operation == "CREATE":
             errors = leaderworkerset.validate_create(obj)

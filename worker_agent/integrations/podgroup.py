@@ -39,6 +39,15 @@ def pod_group_name(pod: Obj) -> str | None:
 
 
 SINGLE_POD_PREFIX = "pod:"  # ':' never occurs in a group name (a DNS subdomain)
+INDEX_SINGLE_POD_OWNER = "singlePodOwner"  # Workloads by "<ns>/pod:<name>" of the Pod controlling them
+
+
+def _single_pod_owner_index(wl: Obj) -> tuple[str, ...]:
+    meta = wl.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller"):
+            return (f"{meta.get('namespace', '')}/{SINGLE_POD_PREFIX}{ref.get('name', '')}",)
+    return ()
 
 
 def _group_index(pod: Obj) -> tuple[str, ...]:
@@ -111,6 +120,7 @@ class PodGroupIntegration:
         self.config = agent.config
         self.pods = Informer(self.kube, api.POD, label_selector=MANAGED_SELECTOR, name="managed-pods")
         self.pods.add_index(INDEX_POD_GROUP, _group_index)
+        self.state.workloads.add_index(INDEX_SINGLE_POD_OWNER, _single_pod_owner_index)
         self.controller = Controller("podgroup", self.reconcile, concurrency=4, clock=agent.clock)
         self.pods.add_handler(
             on_add=self._enqueue_pod,
@@ -147,9 +157,11 @@ class PodGroupIntegration:
     async def reconcile(self, key: str) -> Result | None:
         namespace, _, group = key.partition("/")
         pods = self.pods.by_index(INDEX_POD_GROUP, key)
+        single = group.startswith(SINGLE_POD_PREFIX)
+        if single and all(p["metadata"].get("deletionTimestamp") for p in pods):
+            return await self._finalize_single(key, pods)
         if not pods:
             return None
-        single = group.startswith(SINGLE_POD_PREFIX)
         if single:
             pod_meta = pods[0]["metadata"]
             default_name = naming.workload_name(pod_meta["name"], pod_meta["uid"], "Pod", "")
@@ -218,6 +230,39 @@ class PodGroupIntegration:
             return None
         # A Conflict (the manager wrote the copy meanwhile) propagates and is retried: until a single
         # pod owns it, the Workload's own events do not reach the pod.
+
+    async def _finalize_single(self, key: str, pods: list[Obj]) -> Result | None:
+        """A single pod being deleted, or gone (a pod without our finalizer, e.g. a Deployment's):
+        its Workload is finished (OwnerNotFound, releasing the quota; not one already being
+        deleted) and let go, then the pod (upstream's finalizeWorkloads on a pod it cannot load
+        or that is being deleted)."""
+        uids = {p["metadata"].get("uid") for p in pods}
+        for wl in self.state.workloads.by_index(INDEX_SINGLE_POD_OWNER, key):
+            ref = next(r for r in wl["metadata"].get("ownerReferences") or () if r.get("controller"))
+            if pods and ref.get("uid") not in uids:
+                continue  # a Workload of an earlier pod of that name, or of a newer one
+            if (
+                not wl["metadata"].get("deletionTimestamp")
+                and not wlstatus.is_finished(wl)
+                and self.config.features.enabled("FinishOrphanedWorkloads")
+            ):
+                current = wlstatus.working_copy(wl)
+                wlstatus.set_condition(
+                    current,
+                    api.WORKLOAD_FINISHED,
+                    api.CONDITION_TRUE,
+                    api.REASON_OWNER_NOT_FOUND,
+                    api.MSG_OWNER_NOT_FOUND,
+                    self.agent.clock.now(),
+                )
+                try:
+                    wl = await wlstatus.apply_admission_status(self.kube, current, strict=True) or wl
+                except NotFound:
+                    continue
+            with contextlib.suppress(NotFound):
+                await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+        await self._release_pod_finalizers(pods, everything=True)
+        return None
 
     def _total_count(self, pods: list[Obj]) -> int:
         for pod in pods:

@@ -22,12 +22,13 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from kube_runtime import api
-from kube_runtime.client import KubeClient, NotFound
+from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.conditions import find_status_condition
 from kube_runtime.informer import Informer, compact
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     delete_if_owned,
+    foreign_object,
     owned_by,
     remote_object,
     remote_or_finished_gone,
@@ -150,7 +151,13 @@ class PodAdapter:
                 return
             if meta.get("deletionTimestamp"):
                 return  # going away here: nothing to start there
-            await remote.kube.create(api.POD, remote_pod_copy(local, workload_name, remote.origin))
+            try:
+                await remote.kube.create(api.POD, remote_pod_copy(local, workload_name, remote.origin))
+            except AlreadyExists:
+                # Ours, created by a reconcile the worker's watch has not reported yet: fine. A
+                # foreign pod of that name is an error (the reconciler names it).
+                if await foreign_object(remote, api.POD, meta["namespace"], meta["name"]) is not None:
+                    raise
             return
         if meta.get("deletionTimestamp") or not owned_by(remote_pod, remote.origin):
             return  # a terminating local pod is left as it is (as upstream)

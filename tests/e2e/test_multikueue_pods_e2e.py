@@ -231,3 +231,51 @@ def test_deleting_a_running_pod_on_the_manager_deletes_its_copy(mk):
         "the pod gone on both sides",
         lambda: mk.get(MANAGER, "pod", name) is None and mk.get(worker, "pod", name) is None,
     )
+
+
+def test_a_deployment_on_a_worker_alone_runs_there(mk):
+    """The same Deployment created on a worker (no MultiKueue check there): the worker's own agent
+    admits each pod's Workload and ungates it; scaling down finishes the Workloads of the pods the
+    ReplicaSet deleted (OwnerNotFound), which frees their quota."""
+    worker = mk.workers[0]
+    name = unique("local-web")
+    template = pod_manifest("unused")["spec"]
+    template["restartPolicy"] = "Always"
+    mk.create(
+        worker,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {api.LABEL_QUEUE_NAME: QUEUE}},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": template},
+            },
+        },
+    )
+
+    def ready():
+        status = (mk.get(worker, "deployment", name) or {}).get("status") or {}
+        return status.get("readyReplicas") == 2 or NotYet(status)
+
+    wait_until("the Deployment READY 2/2 on the worker", ready)
+    for pod in mk.items(worker, "pods", "-l", f"app={name}"):
+        assert not gated(pod) and pod["spec"].get("nodeName")
+    mk.kubectl(worker, "scale", "deployment", name, "-n", NAMESPACE, "--replicas=1")
+
+    def one_left():
+        pods = mk.items(worker, "pods", "-l", f"app={name}")
+        workloads = [
+            w
+            for w in mk.items(worker, "workloads")
+            if w["metadata"]["name"].startswith(f"pod-{name}")
+            and condition(w, "Finished").get("status") != "True"
+        ]
+        return (len(pods) == 1 and len(workloads) == 1) or NotYet(
+            (len(pods), [w["metadata"]["name"] for w in workloads])
+        )
+
+    wait_until("one pod and one unfinished Workload left", one_left)
+    mk.kubectl(worker, "delete", "deployment", name, "-n", NAMESPACE)
+    wait_until("its pods gone", lambda: not mk.items(worker, "pods", "-l", f"app={name}"))

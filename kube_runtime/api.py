@@ -247,6 +247,7 @@ LWS_ANNOTATION_LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
 
 # Go GroupVersionKind strings written into ANNOTATION_JOB_OWNER_GVK and used as adapter keys.
 JOB_OWNER_GVK_LEADER_WORKER_SET = "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"
+JOB_OWNER_GVK_STATEFUL_SET = "apps/v1, Kind=StatefulSet"
 
 # Integration (framework) names: Configuration.integrations.frameworks and the suspending-parent value.
 FRAMEWORK_BATCH_JOB = "batch/job"
@@ -1241,6 +1242,8 @@ WEBHOOK_PATH_MUTATE_TRAIN_JOB = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
 WEBHOOK_PATH_VALIDATE_TRAIN_JOB = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 WEBHOOK_PATH_MUTATE_DEPLOYMENT = "/mutate-apps-v1-deployment"
 WEBHOOK_PATH_VALIDATE_DEPLOYMENT = "/validate-apps-v1-deployment"
+WEBHOOK_PATH_MUTATE_STATEFUL_SET = "/mutate-apps-v1-statefulset"
+WEBHOOK_PATH_VALIDATE_STATEFUL_SET = "/validate-apps-v1-statefulset"
 # Webhook names inside the configurations.
 WEBHOOK_NAME_MUTATE_JOB = "mjob.kb.io"
 WEBHOOK_NAME_VALIDATE_JOB = "vjob.kb.io"

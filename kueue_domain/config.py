@@ -76,6 +76,7 @@ SUPPORTED_FRAMEWORKS = frozenset(
         "jobset.x-k8s.io/jobset",
         "trainer.kubeflow.org/trainjob",
         "deployment",
+        "statefulset",
     }
 )
 ALLOWED_FAIR_SHARING_STRATEGIES = (

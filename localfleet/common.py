@@ -23,6 +23,7 @@ AGENT_FRAMEWORKS = [
     "jobset.x-k8s.io/jobset",
     "trainer.kubeflow.org/trainjob",
     "deployment",
+    "statefulset",
 ]
 DEFAULT_FLAVOR = "default-flavor"
 KUEUE_API = "kueue.x-k8s.io/v1beta1"

@@ -279,3 +279,48 @@ def test_a_deployment_on_a_worker_alone_runs_there(mk):
     wait_until("one pod and one unfinished Workload left", one_left)
     mk.kubectl(worker, "delete", "deployment", name, "-n", NAMESPACE)
     wait_until("its pods gone", lambda: not mk.items(worker, "pods", "-l", f"app={name}"))
+
+
+def test_a_statefulset_runs_on_one_worker(mk):
+    """Upstream's "Should sync a StatefulSet to worker if admitted": one Workload for the whole
+    StatefulSet; the worker gets the StatefulSet, whose pods its agent ungates as the group's; the
+    manager's pods stay gated; deleting the StatefulSet on the manager deletes the worker's."""
+    name = unique("sts")
+    template = pod_manifest("unused")["spec"]
+    template["restartPolicy"] = "Always"
+    mk.create(
+        MANAGER,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {api.LABEL_QUEUE_NAME: QUEUE}},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": template},
+            },
+        },
+    )
+
+    def placed():
+        for wl in mk.items(MANAGER, "workloads"):
+            owner = (wl["metadata"].get("annotations") or {}).get(api.ANNOTATION_JOB_OWNER_NAME)
+            if owner == name and check_state(wl).get("state") == api.CHECK_STATE_READY:
+                return cluster_name(wl)
+        return NotYet([w["metadata"]["name"] for w in mk.items(MANAGER, "workloads")])
+
+    worker = wait_until("the StatefulSet's Workload Ready", placed)
+
+    def ready_there():
+        status = (mk.get(worker, "statefulset", name) or {}).get("status") or {}
+        return status.get("readyReplicas") == 3 or NotYet(status)
+
+    wait_until("3 replicas ready on the worker", ready_there, timeout=120)
+    pods = mk.items(MANAGER, "pods", "-l", f"app={name}")
+    assert pods and all(gated(p) for p in pods), "the manager's pods stay gated"
+    mk.kubectl(MANAGER, "delete", "statefulset", name, "-n", NAMESPACE)
+    wait_until("the worker's StatefulSet gone", lambda: mk.get(worker, "statefulset", name) is None)
+    wait_until(
+        "every pod gone",
+        lambda: not any(mk.items(c, "pods", "-l", f"app={name}") for c in (MANAGER, *mk.workers)),
+    )

@@ -614,6 +614,7 @@ def test_localfleet_points_our_webhooks_at_the_local_agent(tmp_path):
         "jobset.x-k8s.io/jobset",
         "trainer.kubeflow.org/trainjob",
         "deployment",
+        "statefulset",
     }
 
 

@@ -324,3 +324,48 @@ def test_a_statefulset_runs_on_one_worker(mk):
         "every pod gone",
         lambda: not any(mk.items(c, "pods", "-l", f"app={name}") for c in (MANAGER, *mk.workers)),
     )
+
+
+def test_a_statefulset_on_a_worker_alone_runs_there(mk):
+    """The same StatefulSet created on a worker: its agent creates the group's Workload, admits it
+    and ungates the pods as the StatefulSet controller creates them one by one; deleting the
+    StatefulSet finishes the Workload (OwnerNotFound), which frees its quota."""
+    worker = mk.workers[1]
+    name = unique("local-sts")
+    template = pod_manifest("unused")["spec"]
+    template["restartPolicy"] = "Always"
+    mk.create(
+        worker,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {api.LABEL_QUEUE_NAME: QUEUE}},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": template},
+            },
+        },
+    )
+
+    def ready():
+        status = (mk.get(worker, "statefulset", name) or {}).get("status") or {}
+        return status.get("readyReplicas") == 2 or NotYet(status)
+
+    wait_until("2 replicas ready", ready, timeout=120)
+    workloads = [
+        w for w in mk.items(worker, "workloads") if w["metadata"]["name"].startswith(f"statefulset-{name}-")
+    ]
+    assert len(workloads) == 1 and condition(workloads[0], "Admitted").get("status") == "True"
+    wl_name = workloads[0]["metadata"]["name"]
+    mk.kubectl(worker, "delete", "statefulset", name, "-n", NAMESPACE)
+
+    def released():
+        wl = mk.get(worker, "workloads", wl_name)
+        return (
+            wl is None
+            or condition(wl, "Finished").get("reason") == "OwnerNotFound"
+            or NotYet(wl.get("status"))
+        )
+
+    wait_until("its Workload finished or gone", released)

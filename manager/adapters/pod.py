@@ -112,6 +112,17 @@ def mirrored_pod_status(local: Obj, remote_status: Obj) -> Obj:
     return status
 
 
+def ran_for(remote_pod: Obj, local: Obj, workload_name: str) -> bool:
+    """Whether a worker's pod (one that ended and left) was the copy of this manager pod: made for
+    this Workload, and after the manager's pod was created (pod names are reused: a new pod of the
+    same name must run, not take the last run's end)."""
+    remote_meta, local_meta = remote_pod.get("metadata") or {}, local.get("metadata") or {}
+    if prebuilt_workload_name(remote_pod) != workload_name:
+        return False
+    # RFC 3339 in UTC with 1 s resolution: the strings compare as the times do.
+    return (remote_meta.get("creationTimestamp") or "") >= (local_meta.get("creationTimestamp") or "")
+
+
 class PodAdapter:
     resource = api.POD
 
@@ -145,7 +156,7 @@ class PodAdapter:
         remote_pod = await remote_object(remote, api.POD, meta["namespace"], meta["name"])
         if remote_pod is None:
             ended = remote.finished_gone(api.POD, meta["namespace"], meta["name"])
-            if ended is not None:
+            if ended is not None and ran_for(ended, local, workload_name):
                 # It ran and ended, then the worker deleted it: its end is copied, never re-run.
                 await self._mirror_status(local, ended.get("status") or {})
                 return

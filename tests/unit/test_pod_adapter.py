@@ -135,3 +135,16 @@ def test_a_pod_that_ended_is_remembered_when_it_leaves_its_worker() -> None:
     assert finished_state(api.POD, pod)
     pod["status"]["phase"] = "Failed"
     assert finished_state(api.POD, pod)
+
+
+def test_an_ended_copy_counts_only_for_the_pod_it_was_made_for() -> None:
+    from manager.adapters.pod import ran_for
+
+    local = local_pod()
+    local["metadata"]["creationTimestamp"] = "2026-11-28T10:00:05Z"
+    ended = remote_pod_copy(local, "pod-solo-aaaaa", "o")
+    ended["metadata"]["creationTimestamp"] = "2026-11-28T10:00:07Z"
+    assert ran_for(ended, local, "pod-solo-aaaaa")
+    assert not ran_for(ended, local, "pod-solo-bbbbb")  # another pod of that name, another Workload
+    ended["metadata"]["creationTimestamp"] = "2026-11-28T09:59:00Z"
+    assert not ran_for(ended, local, "pod-solo-aaaaa")  # an earlier run of a group name reused since

@@ -110,6 +110,7 @@ EVENT = Resource("events.k8s.io", "v1", "events", "Event", True)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 JOB = Resource("batch", "v1", "jobs", "Job", True)
 STATEFUL_SET = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
+DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment", True)
 LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True)
 JOB_SET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
 # Kubeflow Trainer v2 (github.com/kubeflow/trainer/v2 pkg/apis/trainer/v1alpha1).
@@ -248,6 +249,7 @@ LWS_ANNOTATION_LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
 
 # Go GroupVersionKind strings written into ANNOTATION_JOB_OWNER_GVK and used as adapter keys.
 JOB_OWNER_GVK_LEADER_WORKER_SET = "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"
+JOB_OWNER_GVK_STATEFUL_SET = "apps/v1, Kind=StatefulSet"
 
 # Integration (framework) names: Configuration.integrations.frameworks and the suspending-parent value.
 FRAMEWORK_BATCH_JOB = "batch/job"
@@ -1249,6 +1251,10 @@ WEBHOOK_PATH_MUTATE_JOB_SET = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
 WEBHOOK_PATH_VALIDATE_JOB_SET = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
 WEBHOOK_PATH_MUTATE_TRAIN_JOB = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
 WEBHOOK_PATH_VALIDATE_TRAIN_JOB = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
+WEBHOOK_PATH_MUTATE_DEPLOYMENT = "/mutate-apps-v1-deployment"
+WEBHOOK_PATH_VALIDATE_DEPLOYMENT = "/validate-apps-v1-deployment"
+WEBHOOK_PATH_MUTATE_STATEFUL_SET = "/mutate-apps-v1-statefulset"
+WEBHOOK_PATH_VALIDATE_STATEFUL_SET = "/validate-apps-v1-statefulset"
 # Webhook names inside the configurations.
 WEBHOOK_NAME_MUTATE_JOB = "mjob.kb.io"
 WEBHOOK_NAME_VALIDATE_JOB = "vjob.kb.io"

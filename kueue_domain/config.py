@@ -75,6 +75,8 @@ SUPPORTED_FRAMEWORKS = frozenset(
         "leaderworkerset.x-k8s.io/leaderworkerset",
         "jobset.x-k8s.io/jobset",
         "trainer.kubeflow.org/trainjob",
+        "deployment",
+        "statefulset",
     }
 )
 ALLOWED_FAIR_SHARING_STRATEGIES = (

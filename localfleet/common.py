@@ -22,6 +22,8 @@ AGENT_FRAMEWORKS = [
     "leaderworkerset.x-k8s.io/leaderworkerset",
     "jobset.x-k8s.io/jobset",
     "trainer.kubeflow.org/trainjob",
+    "deployment",
+    "statefulset",
 ]
 DEFAULT_FLAVOR = "default-flavor"
 KUEUE_API = "kueue.x-k8s.io/v1beta1"

@@ -31,6 +31,9 @@ from manager import kubeconfig as creds
 from manager.adapters import Adapter, JobAdapter, OwnershipError
 from manager.adapters.jobset import JobSetAdapter
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
+from manager.adapters.pod import INDEX_POD_GROUP, MANAGED_SELECTOR, PodAdapter
+from manager.adapters.pod import group_index as pod_group_index
+from manager.adapters.statefulset import StatefulSetAdapter
 from manager.adapters.trainjob import TrainJobAdapter
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
@@ -145,6 +148,23 @@ class Manager:
             if api.FRAMEWORK_TRAIN_JOB in config.frameworks
             else None
         )
+        # Plain pods, pod groups and a Deployment's pods (the deployment integration implies the pod
+        # integration): the pods the pod webhook marked as Kueue's, by group.
+        pods_enabled = {api.FRAMEWORK_POD, api.FRAMEWORK_DEPLOYMENT, api.FRAMEWORK_STATEFULSET} & set(
+            config.frameworks
+        )
+        self.pods = (
+            Informer(kube, api.POD, label_selector=MANAGED_SELECTOR, clock=self.clock, transform=cached)
+            if pods_enabled
+            else None
+        )
+        if self.pods is not None:
+            self.pods.add_index(INDEX_POD_GROUP, pod_group_index)
+        self.statefulsets = (
+            Informer(kube, api.STATEFUL_SET, clock=self.clock, transform=cached)
+            if api.FRAMEWORK_STATEFULSET in config.frameworks
+            else None
+        )
         profile_feature = feature_enabled(config, features.MULTIKUEUE_CLUSTER_PROFILE)
         self.profiles = (
             Informer(kube, api.CLUSTER_PROFILE, namespace=ns, clock=self.clock, transform=cached)
@@ -178,6 +198,8 @@ class Manager:
                 self.trainjobs,
                 self.cluster_queues,
                 self.local_queues,
+                self.pods,
+                self.statefulsets,
             )
             if i is not None
         ]
@@ -191,6 +213,10 @@ class Manager:
             self.adapters[api.JOB_SET.gvk] = JobSetAdapter(kube, self.jobsets)
         if self.trainjobs is not None:
             self.adapters[api.TRAIN_JOB.gvk] = TrainJobAdapter(kube, self.trainjobs)
+        if self.pods is not None:
+            self.adapters[api.POD.gvk] = PodAdapter(kube, self.pods)
+        if self.statefulsets is not None:
+            self.adapters[api.STATEFUL_SET.gvk] = StatefulSetAdapter(self.statefulsets)
         self.remotes = Remotes()
         self.registry.register(
             ClientRequestsCollector(CountedClients({"main": kube, "events": events_kube}, self.remotes))

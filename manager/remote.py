@@ -63,7 +63,8 @@ def _expire(marks: OrderedDict[str, dt.datetime], now: dt.datetime) -> None:
 
 def finished_state(resource: api.Resource, obj: Obj) -> bool:
     """Whether `obj` ended its run: a Workload copy Finished (not replaced for being out of sync)
-    or a batch/v1 Job Complete or Failed (a JobSet Completed or Failed, a TrainJob Complete or Failed)."""
+    or a batch/v1 Job Complete or Failed (a JobSet Completed or Failed, a TrainJob Complete or Failed,
+    a Pod Succeeded or Failed)."""
     conditions = (obj.get("status") or {}).get("conditions")
     if resource == api.WORKLOAD:
         finished = find_status_condition(conditions, api.WORKLOAD_FINISHED)
@@ -77,6 +78,8 @@ def finished_state(resource: api.Resource, obj: Obj) -> bool:
     if resource == api.JOB_SET:
         finals = (api.JOB_SET_CONDITION_COMPLETED, api.JOB_SET_CONDITION_FAILED)
         return any(c.get("type") in finals and c.get("status") == "True" for c in conditions or ())
+    if resource == api.POD:
+        return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
     if resource == api.TRAIN_JOB:
         finals = (api.TRAIN_JOB_CONDITION_COMPLETE, api.TRAIN_JOB_CONDITION_FAILED)
         return any(c.get("type") in finals and c.get("status") == "True" for c in conditions or ())

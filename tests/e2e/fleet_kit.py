@@ -209,6 +209,7 @@ JOB_KINDS = {
     "Job": "jobs.batch",
     "JobSet": "jobsets.jobset.x-k8s.io",
     "LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io",
+    "Pod": "pods",
 }
 
 

@@ -136,3 +136,51 @@ async def test_a_gated_pod_relabelled_to_another_priority_class_moves_its_worklo
         for resource, obj in ((api.POD, "waiting"), (api.WORKLOAD, name)):
             with contextlib.suppress(NotFound):
                 await kube.patch_merge(resource, obj, {"metadata": {"finalizers": None}}, namespace=ns)
+
+
+async def test_deleting_an_admitted_pod_finishes_its_workload_and_frees_the_quota(kube, cluster):
+    """Upstream's finalizeWorkloads: a single pod being deleted (or gone, when it had no finalizer,
+    as a Deployment's pods) finishes its Workload with OwnerNotFound, which releases the quota."""
+    ns = cluster.namespace
+    rf, cq = unique("rf"), unique("cq")
+    await cluster.create(resource_flavor(rf))
+    await cluster.create(cluster_queue(cq, {rf: {"cpu": "1"}}))
+    await cluster.create(local_queue(ns, "main", cq))
+
+    def managed(name: str, finalizer: bool) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {api.LABEL_QUEUE_NAME: "main", api.LABEL_MANAGED: "true"},
+                "finalizers": [api.FINALIZER_MANAGED] if finalizer else [],
+            },
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "schedulingGates": [{"name": api.SCHEDULING_GATE_ADMISSION}],
+                "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+            },
+        }
+
+    async with running_agent(kube, {"integrations": {"frameworks": ["pod"]}}):
+        for name, finalizer in (("first", True), ("second", False)):
+            created = await kube.create(api.POD, managed(name, finalizer), namespace=ns)
+            expected = workload_name(name, created["metadata"]["uid"], "Pod", "")
+            await eventually(lambda expected=expected: cluster.admitted(expected), timeout=30)
+            await kube.delete(api.POD, name, namespace=ns)
+
+            async def released(expected=expected):
+                wl = await cluster.wl(expected)
+                if wl is None:
+                    return True
+                c = condition(wl, api.WORKLOAD_FINISHED)
+                return (c and c["status"] == "True" and c["reason"] == "OwnerNotFound") or None
+
+            await eventually(released, timeout=30)
+
+            async def pod_gone(name=name):
+                items, _ = await kube.list(api.POD, namespace=ns)
+                return not [p for p in items if p["metadata"]["name"] == name] or None
+
+            await eventually(pod_gone, timeout=30)

@@ -1,5 +1,5 @@
 """Job integrations: they turn user objects (batch/v1 Jobs, LeaderWorkerSets, pod groups, JobSets,
-TrainJobs) into
+TrainJobs, StatefulSets; a Deployment only through its pods) into
 Workloads and start or stop them as the Workloads are admitted or evicted.
 
 Each integration is a class taking the Agent; its constructor builds informers and controllers
@@ -20,9 +20,16 @@ INTEGRATIONS = {
     ),
     "jobset.x-k8s.io/jobset": "worker_agent.integrations.jobset:JobSetIntegration",
     "trainer.kubeflow.org/trainjob": "worker_agent.integrations.trainjob:TrainJobIntegration",
+    "deployment": "worker_agent.integrations.deployment:DeploymentIntegration",
+    "statefulset": "worker_agent.integrations.statefulset:StatefulSetIntegration",
 }
-# LeaderWorkerSet runs its groups as pod groups, so it implicitly enables the pod integration.
-IMPLIED = {"leaderworkerset.x-k8s.io/leaderworkerset": ("pod",)}
+# LeaderWorkerSet and StatefulSet run as pod groups and a Deployment's pods are single pods, so
+# all three implicitly enable the pod integration.
+IMPLIED = {
+    "leaderworkerset.x-k8s.io/leaderworkerset": ("pod",),
+    "deployment": ("pod",),
+    "statefulset": ("pod",),
+}
 
 
 def enabled_frameworks(frameworks: tuple[str, ...]) -> list[str]:

@@ -39,6 +39,15 @@ def pod_group_name(pod: Obj) -> str | None:
 
 
 SINGLE_POD_PREFIX = "pod:"  # ':' never occurs in a group name (a DNS subdomain)
+INDEX_SINGLE_POD_OWNER = "singlePodOwner"  # Workloads by "<ns>/pod:<name>" of the Pod controlling them
+
+
+def _single_pod_owner_index(wl: Obj) -> tuple[str, ...]:
+    meta = wl.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller"):
+            return (f"{meta.get('namespace', '')}/{SINGLE_POD_PREFIX}{ref.get('name', '')}",)
+    return ()
 
 
 def _group_index(pod: Obj) -> tuple[str, ...]:
@@ -111,6 +120,7 @@ class PodGroupIntegration:
         self.config = agent.config
         self.pods = Informer(self.kube, api.POD, label_selector=MANAGED_SELECTOR, name="managed-pods")
         self.pods.add_index(INDEX_POD_GROUP, _group_index)
+        self.state.workloads.add_index(INDEX_SINGLE_POD_OWNER, _single_pod_owner_index)
         self.controller = Controller("podgroup", self.reconcile, concurrency=4, clock=agent.clock)
         self.pods.add_handler(
             on_add=self._enqueue_pod,
@@ -147,16 +157,18 @@ class PodGroupIntegration:
     async def reconcile(self, key: str) -> Result | None:
         namespace, _, group = key.partition("/")
         pods = self.pods.by_index(INDEX_POD_GROUP, key)
+        single = group.startswith(SINGLE_POD_PREFIX)
+        if single and all(p["metadata"].get("deletionTimestamp") for p in pods):
+            return await self._finalize_single(key, pods)
         if not pods:
             return None
-        annotations = pods[0]["metadata"].get("annotations") or {}
-        single = group.startswith(SINGLE_POD_PREFIX)
         if single:
             pod_meta = pods[0]["metadata"]
             default_name = naming.workload_name(pod_meta["name"], pod_meta["uid"], "Pod", "")
         else:
             default_name = group
-        workload_name = annotations.get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME) or default_name
+        prebuilt = naming.prebuilt_workload_name(pods[0])
+        workload_name = prebuilt or default_name
         serving = any(
             (p["metadata"].get("annotations") or {}).get(api.ANNOTATION_POD_GROUP_SERVING) == api.VALUE_TRUE
             for p in pods
@@ -164,9 +176,14 @@ class PodGroupIntegration:
         total = 1 if single else self._total_count(pods)
         wl = self.state.workloads.get(f"{namespace}/{workload_name}")
         if wl is None:
-            if annotations.get(api.ANNOTATION_PREBUILT_WORKLOAD_NAME):
-                return None  # the owner (e.g. the LWS integration) creates it
+            if prebuilt:
+                # The owner (the LWS integration, a MultiKueue manager) creates it; a pod going away
+                # meanwhile (its Workload already deleted) must not be held by our finalizer.
+                await self._release_pod_finalizers(pods, everything=False)
+                return None
             return await self._create_workload(namespace, workload_name, pods, total, single)
+        if prebuilt:
+            wl = await self._adopt_prebuilt(wl, pods, single) or wl
         if wlstatus.is_finished(wl) or (wl.get("metadata") or {}).get("deletionTimestamp"):
             await self._release_pod_finalizers(pods, everything=True)
             return None
@@ -177,9 +194,9 @@ class PodGroupIntegration:
         live = [p for p in pods if not is_terminated(p) and not p["metadata"].get("deletionTimestamp")]
         if wlstatus.is_evicted(wl) and wlstatus.has_quota_reservation(wl):
             return await self._stop(wl, live)
-        if wlstatus.is_admitted(wl) and not wlstatus.is_evicted(wl):
-            if self._has_multikueue_check(wl):
-                return None  # runs on a worker cluster; pods stay gated here
+        # A Workload with the MultiKueue check runs on a worker cluster: its pods stay gated here,
+        # their status mirrored from the worker's copies (which finishes the Workload here too).
+        if wlstatus.is_admitted(wl) and not wlstatus.is_evicted(wl) and not self._has_multikueue_check(wl):
             await self._ungate(wl, [p for p in live if is_gated(p)])
         await self._release_pod_finalizers(pods, everything=False)
         if self.config.wait_for_pods_ready is not None:
@@ -214,6 +231,63 @@ class PodGroupIntegration:
                 api.updated_workload_priority_message(meta["namespace"], meta["name"]),
             )
         return ok
+
+    async def _adopt_prebuilt(self, wl: Obj, pods: list[Obj], single: bool) -> Obj | None:
+        """A prebuilt Workload no one controls (a MultiKueue manager's copy) is owned by its pods, as
+        upstream's: a single pod controls it, every pod of a group owns it. A Workload controlled
+        by something else (a LeaderWorkerSet) is left as it is."""
+        meta = wl["metadata"]
+        refs = list(meta.get("ownerReferences") or ())
+        if any(r.get("controller") for r in refs):
+            return None
+        owned = {r.get("uid") for r in refs}
+        missing = [p for p in pods if p["metadata"].get("uid") not in owned]
+        if not missing:
+            return None
+        refs += [
+            framework.owner_reference({**p, "apiVersion": "v1", "kind": "Pod"}, controller=single)
+            for p in (missing[:1] if single else missing)
+        ]
+        patch = {"metadata": {"ownerReferences": refs, "resourceVersion": meta["resourceVersion"]}}
+        try:
+            return await self.kube.patch_merge(api.WORKLOAD, meta["name"], patch, namespace=meta["namespace"])
+        except NotFound:
+            return None
+        # A Conflict (the manager wrote the copy meanwhile) propagates and is retried: until a single
+        # pod owns it, the Workload's own events do not reach the pod.
+
+    async def _finalize_single(self, key: str, pods: list[Obj]) -> Result | None:
+        """A single pod being deleted, or gone (a pod without our finalizer, e.g. a Deployment's):
+        its Workload is finished (OwnerNotFound, releasing the quota; not one already being
+        deleted) and let go, then the pod (upstream's finalizeWorkloads on a pod it cannot load
+        or that is being deleted)."""
+        uids = {p["metadata"].get("uid") for p in pods}
+        for wl in self.state.workloads.by_index(INDEX_SINGLE_POD_OWNER, key):
+            ref = next(r for r in wl["metadata"].get("ownerReferences") or () if r.get("controller"))
+            if pods and ref.get("uid") not in uids:
+                continue  # a Workload of an earlier pod of that name, or of a newer one
+            if (
+                not wl["metadata"].get("deletionTimestamp")
+                and not wlstatus.is_finished(wl)
+                and self.config.features.enabled("FinishOrphanedWorkloads")
+            ):
+                current = wlstatus.working_copy(wl)
+                wlstatus.set_condition(
+                    current,
+                    api.WORKLOAD_FINISHED,
+                    api.CONDITION_TRUE,
+                    api.REASON_OWNER_NOT_FOUND,
+                    api.MSG_OWNER_NOT_FOUND,
+                    self.agent.clock.now(),
+                )
+                try:
+                    wl = await wlstatus.apply_admission_status(self.kube, current, strict=True) or wl
+                except NotFound:
+                    continue
+            with contextlib.suppress(NotFound):
+                await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+        await self._release_pod_finalizers(pods, everything=True)
+        return None
 
     def _total_count(self, pods: list[Obj]) -> int:
         for pod in pods:

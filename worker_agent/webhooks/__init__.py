@@ -55,7 +55,7 @@ def setup_webhooks(agent: Any) -> WebhookServer | None:
     owner_informers = {
         informer.resource: informer
         for informer in agent.integration_informers
-        if informer.resource in (api.JOB, api.LEADER_WORKER_SET, api.JOB_SET, api.TRAIN_JOB)
+        if informer.resource in (api.JOB, api.LEADER_WORKER_SET, api.JOB_SET, api.TRAIN_JOB, api.STATEFUL_SET)
         and not informer.label_selector
     }
     return WebhookServer(

@@ -29,7 +29,17 @@ from kube_runtime.tlsserver import RetryingTLSServer
 from kueue_domain import fields
 from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
-from worker_agent.webhooks import common, convert, job, jobset, leaderworkerset, pod, trainjob
+from worker_agent.webhooks import (
+    common,
+    convert,
+    deployment,
+    job,
+    jobset,
+    leaderworkerset,
+    pod,
+    statefulset,
+    trainjob,
+)
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
@@ -86,6 +96,10 @@ HOOKS: dict[str, Hook] = {
     api.WEBHOOK_PATH_VALIDATE_JOB_SET: Hook(api.FRAMEWORK_JOB_SET, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, True, ("CREATE",)),
     api.WEBHOOK_PATH_VALIDATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, True, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_VALIDATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_STATEFUL_SET: Hook(api.FRAMEWORK_STATEFULSET, True, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_VALIDATE_STATEFUL_SET: Hook(api.FRAMEWORK_STATEFULSET, False, ("CREATE", "UPDATE")),
 }
 
 
@@ -204,6 +218,11 @@ class WebhookServer(RetryingTLSServer):
         obj, ns = req.obj, req.namespace
         if hook.framework == api.FRAMEWORK_POD and pod.suspended_by_parent(obj):
             mutated = pod.default(obj, ns, self.config, self.lookups, Facts())
+            parent = common.annotations_of(obj).get(api.ANNOTATION_POD_SUSPENDING_PARENT)
+            if parent == statefulset.FRAMEWORK and api.FRAMEWORK_STATEFULSET in self.enabled:
+                sts = await self._statefulset_of(obj, ns)
+                if sts is not None:
+                    mutated = statefulset.stamp_pod(mutated, sts, self.config)
         else:
             facts = await self.facts(obj, ns)
             default = {
@@ -211,6 +230,8 @@ class WebhookServer(RetryingTLSServer):
                 api.FRAMEWORK_POD: pod.default,
                 api.FRAMEWORK_JOB_SET: jobset.default,
                 api.FRAMEWORK_TRAIN_JOB: trainjob.default,
+                api.FRAMEWORK_DEPLOYMENT: deployment.default,
+                api.FRAMEWORK_STATEFULSET: statefulset.default,
             }.get(hook.framework, leaderworkerset.default)
             mutated = default(obj, ns, self.config, self.lookups, facts)
         return allowed(json_patch(obj, mutated))
@@ -244,6 +265,18 @@ class WebhookServer(RetryingTLSServer):
                 trainjob.validate_create(obj)
                 if req.operation == "CREATE"
                 else trainjob.validate_update(old, obj, ns, self.lookups)
+            )
+        elif hook.framework == api.FRAMEWORK_STATEFULSET:
+            errors = (
+                statefulset.validate_create(obj, self.config)
+                if req.operation == "CREATE"
+                else statefulset.validate_update(old, obj, self.config, await self.facts(obj, ns))
+            )
+        elif hook.framework == api.FRAMEWORK_DEPLOYMENT:
+            errors = (
+                deployment.validate_create(obj, self.config)
+                if req.operation == "CREATE"
+                else deployment.validate_update(old, obj, self.config)
             )
         elif req.operation == "CREATE":
             errors = leaderworkerset.validate_create(obj)
@@ -309,6 +342,15 @@ class WebhookServer(RetryingTLSServer):
             current = parent
         log.warning("owner chain too deep; treating as unmanaged", namespace=namespace, depth=MAX_OWNER_DEPTH)
         return False
+
+    async def _statefulset_of(self, pod_obj: Obj, namespace: str) -> Obj | None:
+        """The StatefulSet controlling a pod, when one does."""
+        owner = common.controller_owner(pod_obj)
+        if owner is None or owner.get("kind") != api.STATEFUL_SET.kind or not owner.get("name"):
+            return None
+        if owner.get("apiVersion") != api.STATEFUL_SET.api_version:
+            return None
+        return await self._get_owner(api.STATEFUL_SET, namespace, owner["name"])
 
     async def _get_owner(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
         informer = self.owner_informers.get(resource)

@@ -8,11 +8,10 @@ The suites run from the patched source tree (they find upstream's repository roo
 from __future__ import annotations
 
 import hashlib
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from localfleet.binaries import Binaries, Builder, read_versions
+from localfleet.binaries import Binaries, Builder, copy_module_source, read_versions
 from localfleet.common import CACHE, REPO, FleetError, log
 
 PATCH_NAME = "conformance-server-address.patch"
@@ -64,15 +63,8 @@ def build(suites: list[str], force: bool = False) -> SuiteBinaries:
     builder = Builder(Binaries(read_versions()))
     builder.check_go()
     if force or not (sb.source / ".patched").is_file():
-        src = builder.module_dir(f"sigs.k8s.io/kueue@{sb.version}")
         work = sb.source
-        if work.exists():
-            for d in [work, *(p for p in work.rglob("*") if p.is_dir())]:
-                d.chmod(0o755)
-            shutil.rmtree(work)
-        shutil.copytree(src, work)
-        for d in [work, *work.rglob("*")]:
-            d.chmod(0o755 if d.is_dir() else 0o644)
+        copy_module_source(builder.module_dir(f"sigs.k8s.io/kueue@{sb.version}"), work)
         builder.run(
             f"patch kueue {sb.version} tests", ["patch", "-p1", "--forward", "-i", str(sb.patch)], cwd=work
         )

@@ -14,10 +14,6 @@ SUITES = ("baseline", "extended", "sequential", "dra")
 SHORT_SUITES = ("baseline", "extended")
 
 # Reasons a spec does not apply, one per missing capability.
-KIND_POD = "plain Pods are not dispatched by our MultiKueue yet"
-KIND_POD_GROUP = "pod groups are not dispatched by our MultiKueue yet"
-KIND_DEPLOYMENT = "Deployments are not dispatched by our MultiKueue yet"
-KIND_STATEFULSET = "StatefulSets are not dispatched by our MultiKueue yet"
 TAS = "TopologyAwareScheduling is not implemented"
 DRA = "DynamicResourceAllocation (ResourceClaimTemplates in Workloads) is not implemented"
 APPWRAPPER = "AppWrapper is not an integration of ours (no AppWrapper controller in the fleet)"
@@ -41,15 +37,14 @@ class Spec:
 
 
 SPECS: tuple[Spec, ...] = (
-    Spec("baseline", "Should create a pod on worker if admitted", KIND_POD),
+    Spec("baseline", "Should create a pod on worker if admitted"),
     Spec(
         "baseline",
         "Should overwrite the manager Pod's SchedulingGated condition once it runs on the worker",
-        KIND_POD,
     ),
-    Spec("baseline", "Should create pods on worker if the deployment is admitted", KIND_DEPLOYMENT),
-    Spec("baseline", "Should sync a StatefulSet to worker if admitted", KIND_STATEFULSET),
-    Spec("baseline", "Should create a pod group on worker if admitted", KIND_POD_GROUP),
+    Spec("baseline", "Should create pods on worker if the deployment is admitted"),
+    Spec("baseline", "Should sync a StatefulSet to worker if admitted"),
+    Spec("baseline", "Should create a pod group on worker if admitted"),
     Spec("baseline", "Should run a job on worker if admitted"),
     Spec(
         "baseline",

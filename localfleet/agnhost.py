@@ -37,8 +37,29 @@ _RUNNING = [
     {"key": ".status.phase", "operator": "In", "values": ["Running"]},
 ]
 
+# A pod's status once its container ended, as a kubelet writes it: conditions in the kubelet's order,
+# replaced whole (a JSON merge patch), the container terminated with the exit code.
 _TERMINATED = """\
 {{{{ $now := Now }}}}
+conditions:
+- lastTransitionTime: {{{{ $now | Quote }}}}
+  status: "False"
+  type: PodReadyToStartContainers
+- lastTransitionTime: {{{{ $now | Quote }}}}
+  reason: {reason}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{{{ $now | Quote }}}}
+  reason: {reason}
+  status: "False"
+  type: Ready
+- lastTransitionTime: {{{{ $now | Quote }}}}
+  reason: {reason}
+  status: "False"
+  type: ContainersReady
+- lastTransitionTime: {{{{ $now | Quote }}}}
+  status: "True"
+  type: PodScheduled
 containerStatuses:
 {{{{ range .spec.containers }}}}
 - image: {{{{ .image | Quote }}}}
@@ -50,11 +71,18 @@ containerStatuses:
     terminated:
       exitCode: {exit_code}
       finishedAt: {{{{ $now | Quote }}}}
-      reason: {reason}
+      reason: {container_reason}
       startedAt: {{{{ $now | Quote }}}}
 {{{{ end }}}}
 phase: {phase}
 """
+
+
+def _terminated_next(exit_code: str, container_reason: str, reason: str, phase: str) -> dict:
+    template = _TERMINATED.format(
+        exit_code=exit_code, container_reason=container_reason, reason=reason, phase=phase
+    )
+    return {"patches": [{"subresource": "status", "root": "status", "type": "merge", "template": template}]}
 
 
 def exit_fast_stage() -> dict:
@@ -77,9 +105,7 @@ def exit_fast_stage() -> dict:
                 ]
             },
             "delay": {"durationMilliseconds": 1000},
-            "next": {
-                "statusTemplate": _TERMINATED.format(exit_code=0, reason="Completed", phase="Succeeded")
-            },
+            "next": _terminated_next("0", "Completed", "PodCompleted", "Succeeded"),
         },
     }
 
@@ -99,13 +125,12 @@ def exit_on_request_stage() -> dict:
                     {"key": f'.metadata.annotations["{EXIT_CODE_ANNOTATION}"]', "operator": "Exists"},
                 ]
             },
-            "next": {
-                "statusTemplate": _TERMINATED.format(
-                    exit_code="{{ " + code + " }}",
-                    reason="{{ if eq " + code + ' "0" }}Completed{{ else }}Error{{ end }}',
-                    phase="{{ if eq " + code + ' "0" }}Succeeded{{ else }}Failed{{ end }}',
-                )
-            },
+            "next": _terminated_next(
+                "{{ " + code + " }}",
+                "{{ if eq " + code + ' "0" }}Completed{{ else }}Error{{ end }}',
+                "{{ if eq " + code + ' "0" }}PodCompleted{{ else }}PodFailed{{ end }}',
+                "{{ if eq " + code + ' "0" }}Succeeded{{ else }}Failed{{ end }}',
+            ),
         },
     }
 

@@ -552,15 +552,8 @@ class Builder:
         patch = self.bins.lifted_kueue_patch
         if not patch.is_file():
             raise FleetError(f"no patch {patch.relative_to(REPO)} for upstream Kueue {version}")
-        src = self.module_dir(f"sigs.k8s.io/kueue@{version}")
         work = CACHE / "build" / f"kueue-lifted-src-{version}"
-        if work.exists():
-            for d in [work, *(p for p in work.rglob("*") if p.is_dir())]:
-                d.chmod(0o755)
-            shutil.rmtree(work)
-        shutil.copytree(src, work)
-        for d in [work, *work.rglob("*")]:
-            d.chmod(0o755 if d.is_dir() else 0o644)
+        copy_module_source(self.module_dir(f"sigs.k8s.io/kueue@{version}"), work)
         self.run(f"patch kueue {version}", ["patch", "-p1", "--forward", "-i", str(patch)], cwd=work)
         out = self.bins.path(LIFTED_KUEUE)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -572,6 +565,18 @@ class Builder:
             cwd=work,
         )
         partial.rename(out)
+
+
+def copy_module_source(src: Path, work: Path) -> None:
+    """A writable copy of a module from the read-only module cache (for a patched build), replacing
+    any earlier copy."""
+    if work.exists():
+        for d in [work, *(p for p in work.rglob("*") if p.is_dir())]:
+            d.chmod(0o755)
+        shutil.rmtree(work)
+    shutil.copytree(src, work)
+    for d in [work, *work.rglob("*")]:
+        d.chmod(0o755 if d.is_dir() else 0o644)
 
 
 def crd_docs(files: Iterable[Path]) -> list[dict]:

@@ -364,3 +364,39 @@ class Cluster:
         await self.kube.patch_status_merge(
             api.WORKLOAD, name, {"status": {"admissionChecks": checks}}, namespace=self.namespace
         )
+
+
+# --- WorkloadPriorityClasses and the `kueue.x-k8s.io/priority-class` label ------------------------------
+
+
+async def priority_classes(cluster: Any) -> dict[str, str]:
+    """A high (300) and a low (100) WorkloadPriorityClass of unique names: {"high": .., "low": ..}."""
+    classes = {}
+    for role, value in (("high", 300), ("low", 100)):
+        classes[role] = unique(f"wpc-{role}")
+        body = {
+            "apiVersion": api.API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": classes[role]},
+        }
+        await cluster.create({**body, "value": value})
+    return classes
+
+
+async def relabel_priority(
+    kube: KubeClient, resource: Any, name: str, namespace: str, priority_class: str
+) -> None:
+    """Change a job's `kueue.x-k8s.io/priority-class` label."""
+    patch = {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: priority_class}}}
+    await kube.patch_merge(resource, name, patch, namespace=namespace)
+
+
+def priority_of(wl: Obj) -> tuple[str | None, int | None]:
+    """A Workload's (spec.priorityClassName, spec.priority)."""
+    return wl["spec"].get("priorityClassName"), wl["spec"].get("priority")
+
+
+async def with_priority(cluster: Any, names: list[str], priority_class: str, value: int) -> list[Obj] | None:
+    """The Workloads `names` once every one has this class and value (for `eventually`), else None."""
+    found = [await cluster.wl(name) for name in names]
+    return found if all(priority_of(w) == (priority_class, value) for w in found) else None

@@ -6,7 +6,17 @@ stopped (and its templates restored) when its Workload is deactivated."""
 from __future__ import annotations
 
 import pytest
-from admission_kit import cluster_queue, eventually, local_queue, resource_flavor, unique
+from admission_kit import (
+    cluster_queue,
+    eventually,
+    local_queue,
+    priority_classes,
+    priority_of,
+    relabel_priority,
+    resource_flavor,
+    unique,
+    with_priority,
+)
 from multikueue_kit import job_set
 from test_job_integration import job_agent, queues, worker_cluster  # noqa: F401 (fixture)
 
@@ -121,39 +131,16 @@ async def test_a_jobset_priority_class_label_change_updates_its_workload(worker_
     """A pending JobSet relabelled to another WorkloadPriorityClass: its Workload follows."""
     cluster = worker_cluster
     await queues(cluster, cpu="1")  # too small: the JobSet stays pending
-    classes = {}
-    for role, value in (("high", 300), ("low", 100)):
-        classes[role] = unique(f"wpc-{role}")
-        await cluster.create(
-            {
-                "apiVersion": api.API_VERSION,
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": classes[role]},
-                "value": value,
-            }
-        )
+    classes = await priority_classes(cluster)
     async with job_agent(cluster, FRAMEWORKS):
         body = _suspended(job_set("prio"))
         body["metadata"]["labels"][api.LABEL_PRIORITY_CLASS] = classes["low"]
         js = await cluster.kube.create(api.JOB_SET, body, namespace=cluster.namespace)
         wl = await eventually(lambda: _workload(cluster, js))
-        assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (classes["low"], 100)
+        assert priority_of(wl) == (classes["low"], 100)
 
-        await cluster.kube.patch_merge(
-            api.JOB_SET,
-            "prio",
-            {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: classes["high"]}}},
-            namespace=cluster.namespace,
+        await relabel_priority(cluster.kube, api.JOB_SET, "prio", cluster.namespace, classes["high"])
+        [current] = await eventually(
+            lambda: with_priority(cluster, [wl["metadata"]["name"]], classes["high"], 300)
         )
-
-        async def raised():
-            current = await cluster.wl(wl["metadata"]["name"])
-            spec = current["spec"]
-            return (
-                current
-                if (spec.get("priorityClassName"), spec.get("priority")) == (classes["high"], 300)
-                else None
-            )
-
-        current = await eventually(raised)
         assert current["metadata"]["uid"] == wl["metadata"]["uid"]

@@ -13,9 +13,13 @@ from admission_kit import (
     cluster_queue,
     eventually,
     local_queue,
+    priority_classes,
+    priority_of,
+    relabel_priority,
     resource_flavor,
     running_agent,
     unique,
+    with_priority,
 )
 
 from kube_runtime import api
@@ -141,17 +145,7 @@ async def test_lws_priority_class_label_change_reaches_every_group_workload(work
     await cluster.create(resource_flavor(rf))
     await cluster.create(cluster_queue(cq, {rf: {"cpu": "10"}}))
     await cluster.create(local_queue(ns, "user-queue", cq))
-    classes = {}
-    for role, value in (("high", 300), ("low", 100)):
-        classes[role] = unique(f"wpc-{role}")
-        await cluster.create(
-            {
-                "apiVersion": api.API_VERSION,
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": classes[role]},
-                "value": value,
-            }
-        )
+    classes = await priority_classes(cluster)
     async with running_agent(
         kube, {"integrations": {"frameworks": ["leaderworkerset.x-k8s.io/leaderworkerset"]}}
     ):
@@ -162,23 +156,9 @@ async def test_lws_priority_class_label_change_reaches_every_group_workload(work
         for name in names:
             await eventually(lambda name=name: cluster.admitted(name))
             wl = await cluster.wl(name)
-            assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (classes["high"], 300)
+            assert priority_of(wl) == (classes["high"], 300)
 
-        await kube.patch_merge(
-            api.LEADER_WORKER_SET,
-            "prio",
-            {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: classes["low"]}}},
-            namespace=ns,
-        )
-
-        async def lowered():
-            found = [await cluster.wl(name) for name in names]
-            ok = all(
-                (w["spec"].get("priorityClassName"), w["spec"].get("priority")) == (classes["low"], 100)
-                for w in found
-            )
-            return found if ok else None
-
-        for wl in await eventually(lowered):
+        await relabel_priority(kube, api.LEADER_WORKER_SET, "prio", ns, classes["low"])
+        for wl in await eventually(lambda: with_priority(cluster, names, classes["low"], 100)):
             assert wl["spec"]["priorityClassSource"] == api.PRIORITY_CLASS_SOURCE_WORKLOAD
             assert await cluster.admitted(wl["metadata"]["name"])

@@ -11,9 +11,13 @@ from admission_kit import (
     condition,
     eventually,
     local_queue,
+    priority_classes,
+    priority_of,
+    relabel_priority,
     resource_flavor,
     running_agent,
     unique,
+    with_priority,
 )
 
 from kube_runtime import api
@@ -81,17 +85,7 @@ async def test_a_gated_pod_relabelled_to_another_priority_class_moves_its_worklo
     await cluster.create(resource_flavor(rf))
     await cluster.create(cluster_queue(cq, {rf: {"cpu": "1"}}))
     await cluster.create(local_queue(ns, "main", cq))
-    classes = {}
-    for role, value in (("high", 300), ("low", 100)):
-        classes[role] = unique(f"wpc-{role}")
-        await cluster.create(
-            {
-                "apiVersion": api.API_VERSION,
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": classes[role]},
-                "value": value,
-            }
-        )
+    classes = await priority_classes(cluster)
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -114,24 +108,9 @@ async def test_a_gated_pod_relabelled_to_another_priority_class_moves_its_worklo
     try:
         async with running_agent(kube, {"integrations": {"frameworks": ["pod"]}}):
             wl = await eventually(lambda: cluster.wl(name))
-            assert (wl["spec"]["priorityClassName"], wl["spec"]["priority"]) == (classes["low"], 100)
-            await kube.patch_merge(
-                api.POD,
-                "waiting",
-                {"metadata": {"labels": {api.LABEL_PRIORITY_CLASS: classes["high"]}}},
-                namespace=ns,
-            )
-
-            async def raised():
-                current = await cluster.wl(name)
-                spec = current["spec"]
-                return (
-                    current
-                    if (spec.get("priorityClassName"), spec.get("priority")) == (classes["high"], 300)
-                    else None
-                )
-
-            await eventually(raised)
+            assert priority_of(wl) == (classes["low"], 100)
+            await relabel_priority(kube, api.POD, "waiting", ns, classes["high"])
+            await eventually(lambda: with_priority(cluster, [name], classes["high"], 300))
     finally:
         for resource, obj in ((api.POD, "waiting"), (api.WORKLOAD, name)):
             with contextlib.suppress(NotFound):

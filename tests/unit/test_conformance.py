@@ -219,11 +219,23 @@ def test_kwok_ends_pods_as_agnhost_does(tmp_path):
     assert {"key": ".spec.containers.[0].args.[0]", "operator": "In", "values": ["entrypoint-tester"]} in (
         fast["selector"]["matchExpressions"]
     )
-    assert "phase: Succeeded" in fast["next"]["statusTemplate"]
+    [patch] = fast["next"]["patches"]
+    assert (patch["subresource"], patch["root"], patch["type"]) == ("status", "status", "merge")
+    assert "phase: Succeeded" in patch["template"]
+    # The conditions a kubelet writes for a completed pod, in its order (upstream's specs compare them).
+    conditions = re.findall(r"type: (\w+)", patch["template"].split("containerStatuses:")[0])
+    assert conditions == [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+    assert "reason: PodCompleted" in patch["template"]
     on_request = docs["agnhost-exit-on-request"]["spec"]
     keys = [e["key"] for e in on_request["selector"]["matchExpressions"]]
     assert '.metadata.annotations["kueue-federation.dev/exit-code"]' in keys
-    template = on_request["next"]["statusTemplate"]
+    template = on_request["next"]["patches"][0]["template"]
     assert 'exitCode: {{ (index $.metadata.annotations "kueue-federation.dev/exit-code") }}' in template
     assert "Succeeded{{ else }}Failed" in template
     execs = docs["agnhost-curl"]["spec"]["execs"][0]["local"]

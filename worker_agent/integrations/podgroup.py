@@ -187,9 +187,7 @@ class PodGroupIntegration:
         if wlstatus.is_finished(wl) or (wl.get("metadata") or {}).get("deletionTimestamp"):
             await self._release_pod_finalizers(pods, everything=True)
             return None
-        if not annotations.get(
-            api.ANNOTATION_PREBUILT_WORKLOAD_NAME
-        ) and not await self._follow_priority_label(pods[0], wl):
+        if not prebuilt and not await self._follow_priority_label(pods[0], wl):
             return Result(requeue=True)
         live = [p for p in pods if not is_terminated(p) and not p["metadata"].get("deletionTimestamp")]
         if wlstatus.is_evicted(wl) and wlstatus.has_quota_reservation(wl):

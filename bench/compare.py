@@ -93,6 +93,7 @@ from bench.prom import (
     Sample,
     apiserver_metrics,
     apiserver_requests,
+    apiserver_requests_by_kind,
     parse_prometheus_text,
     scrape,
 )
@@ -387,6 +388,7 @@ class CompareRun:
             apiserver_requests(apiservers_before, apiservers_after),
             apiserver_requests(apiservers_before, apiservers_after, KUEUE_GROUP),
             requests_by_cluster(before, after, cluster_of_host),
+            apiserver_requests_by_kind(apiservers_before, apiservers_after),
         )
         summary["lws_skipped"] = self.lws_skipped
         summary.update(jobset_figures(jobset_result))

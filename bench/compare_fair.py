@@ -139,6 +139,10 @@ def fold(repeats: Sequence[Obj | None]) -> Obj:
     out["fleet_cpu_ms_per_wl_by_kind"] = {
         k: median([d[k] for d in kinds if k in d]) for k in CPU_KINDS if any(k in d for d in kinds)
     }
+    by_kind = [r.get("api_requests_per_wl_by_kind") or {} for r in done]
+    out["api_requests_per_wl_by_kind"] = {
+        k: median([d.get(k, 0.0) for d in by_kind]) for k in sorted({k for d in by_kind for k in d})
+    }
     ceilings = [r["cpu_ceiling_wl_s"] for r in done if r.get("cpu_ceiling_wl_s")]
     out["cpu_ceiling_wl_s"] = median(ceilings)
     first = next((r for r in repeats if r), None) or {}
@@ -200,7 +204,32 @@ def format_arms(arms: Mapping[str, Obj | None]) -> str:
         f"{fmt(per_floor(arms[n].get('api_requests_per_wl_kueue_group')), digits=2):>28}" for n in names
     )
     lines.append("   " + f"  kueue.x-k8s.io / floor {floor}".ljust(width) + cells)
+    lines += request_kind_lines({n: arms[n].get("api_requests_per_wl_by_kind") or {} for n in names})
     return "\n".join(lines)
+
+
+# How many kinds of apiserver request the arms' table lists (the most per Workload in any arm).
+TOP_REQUEST_KINDS = 15
+
+
+def top_request_kinds(by_arm: Mapping[str, Mapping[str, float]], top: int = TOP_REQUEST_KINDS) -> list[str]:
+    """The kinds of request with the most per Workload in any arm, most first."""
+    kinds = {k for d in by_arm.values() for k in d}
+    return sorted(kinds, key=lambda k: (-max(d.get(k, 0.0) for d in by_arm.values()), k))[:top]
+
+
+def request_kind_lines(by_arm: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Where the arms' apiserver requests go: per Workload, by `<VERB> <group>/<resource>`."""
+    kinds = top_request_kinds(by_arm)
+    if not kinds:
+        return []
+    width = max(36, max(len(k) for k in kinds) + 4)
+    lines = [f"   apiserver requests per Workload by kind (the {len(kinds)} largest)"]
+    lines.append("   " + "  kind".ljust(width) + "".join(f"{n:>28}" for n in by_arm))
+    for kind in kinds:
+        cells = "".join(f"{fmt(d.get(kind, 0.0), digits=2):>28}" for d in by_arm.values())
+        lines.append("   " + f"  {kind}".ljust(width) + cells)
+    return lines
 
 
 def format_comparisons(table: Mapping[str, Obj]) -> str:

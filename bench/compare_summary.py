@@ -136,10 +136,12 @@ def summarize(
     requests: Mapping[str, float],
     kueue_group_requests: Mapping[str, float] | None = None,
     client_requests: Mapping[str, float] | None = None,
+    requests_by_kind: Mapping[str, float] | None = None,
 ) -> Obj:
     """The figures of one engine's run (a JSON-ready dict). `requests`: every request each cluster's
     apiserver served; `kueue_group_requests`: those of kueue.x-k8s.io; `client_requests`: those our
-    processes counted themselves, by destination cluster (upstream's cannot be read)."""
+    processes counted themselves, by destination cluster (upstream's cannot be read);
+    `requests_by_kind`: every cluster's apiserver requests by `<VERB> <group>/<resource>`."""
     workloads = workloads_of(args)
     to_admitted = jobs.to_admitted if jobs else Distribution()
     running = distribution(job_running)
@@ -197,6 +199,9 @@ def summarize(
         "api_requests_per_wl": per(total([manager_requests, worker_requests]), workloads),
         "api_requests_per_wl_manager": per(manager_requests, workloads),
         "api_requests_per_wl_workers": per(worker_requests, workloads),
+        "api_requests_per_wl_by_kind": {
+            kind: per(count, workloads) for kind, count in sorted((requests_by_kind or {}).items()) if count
+        },
     }
 
 

@@ -188,6 +188,41 @@ def apiserver_requests(
     return out
 
 
+def request_kind(labels: Mapping[str, str]) -> str:
+    """An apiserver_request_total sample's kind of request: `<VERB> <group>/<resource>[/<subresource>]`
+    (group `core` for the core API; a non-resource request is `<VERB> nonresource`)."""
+    resource = labels.get("resource", "")
+    if not resource:
+        return f"{labels.get('verb', '')} nonresource"
+    key = f"{labels.get('verb', '')} {labels.get('group') or 'core'}/{resource}"
+    if labels.get("subresource"):
+        key += f"/{labels['subresource']}"
+    return key
+
+
+def apiserver_requests_by_kind(
+    before: Mapping[str, Sequence[Sample]], after: Mapping[str, Sequence[Sample]]
+) -> dict[str, float]:
+    """Requests every cluster's apiserver served between two scrapes, summed over the clusters by kind
+    of request (`request_kind`), every response code counted."""
+    out: dict[str, float] = {}
+    for cluster, samples in after.items():
+        then: dict[str, float] = {}
+        for s in before.get(cluster) or []:
+            if s.name == APISERVER_REQUESTS:
+                kind = request_kind(s.labels)
+                then[kind] = then.get(kind, 0.0) + s.value
+        now: dict[str, float] = {}
+        for s in samples:
+            if s.name == APISERVER_REQUESTS:
+                kind = request_kind(s.labels)
+                now[kind] = now.get(kind, 0.0) + s.value
+        for kind, value in now.items():
+            delta = value - then.get(kind, 0.0)
+            out[kind] = out.get(kind, 0.0) + (delta if delta >= 0 else value)
+    return out
+
+
 def apiserver_metrics(kubectl: str | Path, kubeconfig: str | Path, save_to: Path | None = None) -> str | None:
     """A kube-apiserver's whole /metrics (`kubectl get --raw`, the admin kubeconfig), kept in `save_to`;
     None (and a message) when it cannot be read."""

@@ -230,3 +230,61 @@ def test_the_lws_phase_is_skipped_after_a_failed_or_timed_out_jobs_phase():
     )
     assert "TRUNCATED: not every Workload was admitted" in fair
     assert "40.0 s" in fair and "300.0 ms (200.0 ms)" in fair and "apiservers 150.0, kueue 100.0" in fair
+
+
+def test_apiserver_requests_by_kind_sum_every_cluster_between_two_scrapes():
+    def sample(verb, group, resource, value, sub="", code="200"):
+        labels = {"verb": verb, "group": group, "resource": resource, "subresource": sub, "code": code}
+        return prom.Sample(prom.APISERVER_REQUESTS, labels, value)
+
+    before = {
+        "manager": [
+            sample("GET", "batch", "jobs", 10),
+            sample("PATCH", "kueue.x-k8s.io", "workloads", 5, "status"),
+        ],
+        "worker1": [sample("GET", "batch", "jobs", 1)],
+    }
+    after = {
+        "manager": [
+            sample("GET", "batch", "jobs", 14),
+            sample("GET", "batch", "jobs", 2, code="404"),
+            sample("PATCH", "kueue.x-k8s.io", "workloads", 9, "status"),
+            sample("POST", "", "events", 3),
+            prom.Sample(prom.APISERVER_REQUESTS, {"verb": "GET", "resource": ""}, 7),
+        ],
+        "worker1": [sample("GET", "batch", "jobs", 4)],
+    }
+    assert prom.apiserver_requests_by_kind(before, after) == {
+        "GET batch/jobs": 4 + 2 + 3,
+        "PATCH kueue.x-k8s.io/workloads/status": 4,
+        "POST core/events": 3,
+        "GET nonresource": 7,
+    }
+
+
+def test_the_arms_table_lists_where_requests_go_per_workload():
+    from bench import compare_fair
+
+    by_arm = {
+        "ours_lifted": {"GET batch/jobs": 3.0, "POST core/events": 1.0},
+        "upstream_tuned": {"GET batch/jobs": 0.5, "PATCH kueue.x-k8s.io/workloads/status": 6.0},
+    }
+    assert compare_fair.top_request_kinds(by_arm, top=2) == [
+        "PATCH kueue.x-k8s.io/workloads/status",
+        "GET batch/jobs",
+    ]
+    lines = compare_fair.request_kind_lines(by_arm)
+    assert "ours_lifted" in lines[1] and "upstream_tuned" in lines[1]
+    row = next(line for line in lines if "GET batch/jobs" in line)
+    assert row.split()[-2:] == ["3.00", "0.50"]
+    folded = compare_fair.fold(
+        [
+            {"complete": True, "api_requests_per_wl_by_kind": {"GET batch/jobs": 2.0}},
+            {
+                "complete": True,
+                "api_requests_per_wl_by_kind": {"GET batch/jobs": 4.0, "POST core/events": 1.0},
+            },
+            {"complete": False, "api_requests_per_wl_by_kind": {"GET batch/jobs": 100.0}},
+        ]
+    )
+    assert folded["api_requests_per_wl_by_kind"] == {"GET batch/jobs": 3.0, "POST core/events": 0.5}

@@ -142,6 +142,31 @@ async def follow_priority_label(
         return None, False
 
 
+async def finish_orphaned(kube: Any, wl: Obj, now: Any, finish: bool) -> bool:
+    """A Workload whose owner is gone: with `finish` (FinishOrphanedWorkloads), finished with
+    OwnerNotFound (releasing its quota) unless finished or being deleted already; then its
+    resource-in-use finalizer removed. False if it vanished meanwhile (nothing left to do)."""
+    if finish and not wl["metadata"].get("deletionTimestamp") and not wlstatus.is_finished(wl):
+        current = wlstatus.working_copy(wl)
+        wlstatus.set_condition(
+            current,
+            api.WORKLOAD_FINISHED,
+            api.CONDITION_TRUE,
+            api.REASON_OWNER_NOT_FOUND,
+            api.MSG_OWNER_NOT_FOUND,
+            now,
+        )
+        try:
+            wl = await wlstatus.apply_admission_status(kube, current, strict=True) or wl
+        except NotFound:
+            return False
+    try:
+        await set_finalizer(kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+    except NotFound:
+        return False
+    return True
+
+
 def new_workload(
     owner: Obj,
     name: str,

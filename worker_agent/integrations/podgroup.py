@@ -264,26 +264,8 @@ class PodGroupIntegration:
             ref = next(r for r in wl["metadata"].get("ownerReferences") or () if r.get("controller"))
             if pods and ref.get("uid") not in uids:
                 continue  # a Workload of an earlier pod of that name, or of a newer one
-            if (
-                not wl["metadata"].get("deletionTimestamp")
-                and not wlstatus.is_finished(wl)
-                and self.config.features.enabled("FinishOrphanedWorkloads")
-            ):
-                current = wlstatus.working_copy(wl)
-                wlstatus.set_condition(
-                    current,
-                    api.WORKLOAD_FINISHED,
-                    api.CONDITION_TRUE,
-                    api.REASON_OWNER_NOT_FOUND,
-                    api.MSG_OWNER_NOT_FOUND,
-                    self.agent.clock.now(),
-                )
-                try:
-                    wl = await wlstatus.apply_admission_status(self.kube, current, strict=True) or wl
-                except NotFound:
-                    continue
-            with contextlib.suppress(NotFound):
-                await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+            finish = self.config.features.enabled("FinishOrphanedWorkloads")
+            await framework.finish_orphaned(self.kube, wl, self.agent.clock.now(), finish)
         await self._release_pod_finalizers(pods, everything=True)
         return None
 

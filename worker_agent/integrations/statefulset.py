@@ -14,11 +14,9 @@ from typing import Any
 import structlog
 
 from kube_runtime import api
-from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
-from kueue_domain import workload as wlstatus
 from worker_agent.integrations import framework
 from worker_agent.webhooks import common
 from worker_agent.webhooks import statefulset as sts_webhook
@@ -156,23 +154,5 @@ class StatefulSetIntegration:
         wl = self.state.workloads.get(f"{namespace}/{sts_webhook.workload_name(sts)}")
         if wl is None:
             return
-        if (
-            not wl["metadata"].get("deletionTimestamp")
-            and not wlstatus.is_finished(wl)
-            and self.config.features.enabled("FinishOrphanedWorkloads")
-        ):
-            current = wlstatus.working_copy(wl)
-            wlstatus.set_condition(
-                current,
-                api.WORKLOAD_FINISHED,
-                api.CONDITION_TRUE,
-                api.REASON_OWNER_NOT_FOUND,
-                api.MSG_OWNER_NOT_FOUND,
-                self.agent.clock.now(),
-            )
-            try:
-                wl = await wlstatus.apply_admission_status(self.kube, current, strict=True) or wl
-            except NotFound:
-                return
-        with contextlib.suppress(NotFound):
-            await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)
+        finish = self.config.features.enabled("FinishOrphanedWorkloads")
+        await framework.finish_orphaned(self.kube, wl, self.agent.clock.now(), finish)

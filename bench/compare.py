@@ -150,6 +150,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=LIFTED_BURST,
         help=f"clientConnection.burst of ours_lifted and upstream_tuned (default {LIFTED_BURST})",
     )
+    p.add_argument(
+        "--ours-dispatcher",
+        choices=("AllAtOnce", "LeastLoaded"),
+        default="AllAtOnce",
+        help="multiKueue.dispatcherName of our manager in the ours arms (default AllAtOnce, upstream's "
+        "default and what upstream runs; LeastLoaded: ours, one copy to the worker with the most room)",
+    )
     p.add_argument("--repeat", type=int, default=3, help="runs of each arm, interleaved (default 3)")
     p.add_argument(
         "--timeout",
@@ -451,6 +458,11 @@ class CompareRun:
                     "--no-sample",
                     "--keep-on-failure",
                     *(["--upstream-kueue-lifted"] if self.engine.lifted_workers else []),
+                    *(
+                        ["--dispatcher", args.ours_dispatcher]
+                        if args.ours_dispatcher and not self.engine.upstream_clusters
+                        else []
+                    ),
                 ),
             )
             say(f"{self.engine.name}: fleet up, machine load {loads(os.getloadavg())}")

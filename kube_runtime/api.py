@@ -732,6 +732,9 @@ PREEMPTION_GATE_MULTIKUEUE = MULTIKUEUE_CONTROLLER_NAME
 
 DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+# Ours (manager/dispatch/least_loaded.py); upstream reads any other name as an external dispatcher.
+DISPATCHER_LEAST_LOADED = "kueue-federation.dev/multikueue-dispatcher-least-loaded"
+LEAST_LOADED_ROUND_TIMEOUT = 10.0
 
 LABEL_MULTIKUEUE_ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 LABEL_MULTIKUEUE_WORKER_WORKLOAD_POD = "kueue.x-k8s.io/multikueue-worker-workload-pod"

@@ -129,6 +129,11 @@ class Store:
             raise KeyError(f"no index named {name!r}")
         return set(self._indices[name].get(value, ()))
 
+    def index_count(self, name: str, value: str) -> int:
+        if name not in self._indexers:
+            raise KeyError(f"no index named {name!r}")
+        return len(self._indices[name].get(value, ()))
+
     def index_values(self, name: str) -> list[str]:
         """Every value that currently has at least one object in index `name`."""
         if name not in self._indexers:

@@ -42,6 +42,7 @@ from localfleet.common import (
     DEFAULT_RUN_DIR,
     DEFAULT_WORKER_LOST_TIMEOUT,
     DISPATCHERS,
+    MANAGER,
     MANAGER_COMPONENT,
     UPSTREAM_KUEUE_COMPONENT,
     FleetError,
@@ -121,6 +122,8 @@ def cmd_up(args: argparse.Namespace) -> None:
     upstream = upstream_kueue_clusters(args.upstream_kueue or [], args.workers)
     if args.upstream_kueue_lifted and not upstream:
         raise FleetError("--upstream-kueue-lifted needs --upstream-kueue CLUSTER")
+    if args.dispatcher == "LeastLoaded" and MANAGER in upstream:
+        raise FleetError("--dispatcher LeastLoaded is ours: upstream Kueue has no such dispatcher")
     bins = Binaries(read_versions())
     opts = FleetOptions(
         workers=args.workers,

@@ -46,6 +46,8 @@ DEFAULT_WORKER_LOST_TIMEOUT = "15m"
 DISPATCHERS = {
     "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
     "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+    # Ours only (manager/dispatch/least_loaded.py): upstream Kueue would read it as an external one.
+    "LeastLoaded": "kueue-federation.dev/multikueue-dispatcher-least-loaded",
 }
 
 

@@ -30,6 +30,8 @@ class ManagerOptions:
     workload_concurrency: int = 16
     # The Incremental dispatcher's round (upstream: 5 minutes, not configurable).
     incremental_round_seconds: float = api.INCREMENTAL_ROUND_TIMEOUT
+    # The least-loaded dispatcher's round: how long one worker has to admit before the next is added.
+    least_loaded_round_seconds: float = api.LEAST_LOADED_ROUND_TIMEOUT
 
 
 def feature_enabled(config: Configuration, name: str) -> bool:

@@ -38,8 +38,9 @@ from manager.adapters.trainjob import TrainJobAdapter
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
 from manager.config import ManagerOptions, feature_enabled
-from manager.dispatch import INCREMENTAL, is_external
+from manager.dispatch import ALL_AT_ONCE, INCREMENTAL, LEAST_LOADED, is_external
 from manager.dispatch.incremental import IncrementalDispatcher, NoMoreWorkers
+from manager.dispatch.least_loaded import LeastLoadedDispatcher
 from manager.gc import GarbageCollector
 from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
@@ -252,7 +253,7 @@ class Manager:
             clock=self.clock,
             origin=self.origin,
             worker_lost_timeout=mk.worker_lost_timeout_seconds,
-            all_at_once=not (mk.dispatcher_name == INCREMENTAL or is_external(mk.dispatcher_name)),
+            all_at_once=mk.dispatcher_name == ALL_AT_ONCE,
             external_nominations=is_external(mk.dispatcher_name),
             enqueue=lambda key: self.workload_ctl.enqueue_after(key, self.options.remote_event_batch_seconds),
         )
@@ -308,8 +309,20 @@ class Manager:
                     config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER
                 ),
             )
+        elif mk.dispatcher_name == LEAST_LOADED:
+            self.incremental = LeastLoadedDispatcher(
+                self.workloads,
+                self.ac_controller,
+                self.reconciler,
+                self.clock,
+                round_timeout=self.options.least_loaded_round_seconds,
+                remotes=self.remotes,
+            )
+        if self.incremental is not None:
             self.incremental_ctl = Controller(
-                "multikueue_incremental_dispatcher",
+                "multikueue_incremental_dispatcher"
+                if mk.dispatcher_name == INCREMENTAL
+                else "multikueue_least_loaded_dispatcher",
                 self.incremental.reconcile,
                 clock=self.clock,
                 expected_errors=expected,

@@ -32,6 +32,29 @@ log = structlog.get_logger("manager.remote")
 
 Obj = dict[str, Any]
 
+# The worker's Workload copies by what they hold there: quota (`holding`) or not yet (`waiting`);
+# finished copies hold nothing. The least-loaded dispatcher reads the counts.
+INDEX_COPY_STATE = "copy-state"
+COPY_WAITING = "waiting"
+COPY_HOLDING = "holding"
+# How long a GET that found no foreign object under a job's name is trusted: a Workload's
+# reconciles come in bursts (created, quota reserved, nominated, copies created, admitted), and
+# each asked every worker again. A foreign object created inside the window is still caught:
+# creating the job then fails with AlreadyExists, which always looks again (see sync_job).
+NO_FOREIGN_OBJECT_TTL_SECONDS = 3.0
+
+
+def copy_state(obj: Obj) -> tuple[str, ...]:
+    conditions = (obj.get("status") or {}).get("conditions")
+    if _condition_true(conditions, api.WORKLOAD_FINISHED):
+        return ()
+    return (COPY_HOLDING,) if _condition_true(conditions, api.WORKLOAD_QUOTA_RESERVED) else (COPY_WAITING,)
+
+
+def _condition_true(conditions: list[Obj] | None, kind: str) -> bool:
+    found = find_status_condition(conditions, kind)
+    return found is not None and found.get("status") == "True"
+
 
 def retry_after(failed_attempts: int) -> float:
     """Reconnect backoff: 0, then 5 s doubling per failed attempt, saturating at 320 s."""
@@ -140,6 +163,8 @@ class RemoteClient:
         # UID -> when of the copies this manager is removing (a re-dispatch, an eviction): the
         # worker finishes such a copy as its job goes (OwnerNotFound), which is no end of the run.
         self._withdrawn: OrderedDict[str, dt.datetime] = OrderedDict()
+        # (plural, namespace/name) -> monotonic time of a GET that found no foreign object there.
+        self._no_foreign: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     # -- state -------------------------------------------------------------------------------
 
@@ -171,6 +196,34 @@ class RemoteClient:
     def remote_workloads(self) -> list[Obj]:
         informer = self.cache(api.WORKLOAD)
         return informer.list() if informer is not None else []
+
+    def copy_counts(self) -> tuple[int, int]:
+        """(waiting, holding): this manager's unfinished Workload copies on the worker that wait for
+        quota there and that hold it; (0, 0) while not connected."""
+        informer = self.cache(api.WORKLOAD)
+        if informer is None:
+            return 0, 0
+        return (
+            informer.store.index_count(INDEX_COPY_STATE, COPY_WAITING),
+            informer.store.index_count(INDEX_COPY_STATE, COPY_HOLDING),
+        )
+
+    def no_foreign_object_seen(self, resource: api.Resource, namespace: str, name: str) -> bool:
+        """Whether a GET found no foreign object under this name within the last few seconds."""
+        key = (resource.plural, f"{namespace}/{name}")
+        seen = self._no_foreign.get(key)
+        return seen is not None and self.clock.monotonic() - seen < NO_FOREIGN_OBJECT_TTL_SECONDS
+
+    def remember_no_foreign_object(self, resource: api.Resource, namespace: str, name: str) -> None:
+        now = self.clock.monotonic()
+        while self._no_foreign:
+            oldest = next(iter(self._no_foreign.values()))
+            if now - oldest < NO_FOREIGN_OBJECT_TTL_SECONDS:
+                break
+            self._no_foreign.popitem(last=False)
+        key = (resource.plural, f"{namespace}/{name}")
+        self._no_foreign.pop(key, None)
+        self._no_foreign[key] = now
 
     def finished_gone(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
         """The last state seen of a finished object of ours that is no longer on the worker."""
@@ -316,6 +369,8 @@ class RemoteClient:
             on_failure=self._failed,
             transform=self._transforms.get(resource, compact),
         )
+        if resource == api.WORKLOAD:
+            informer.add_index(INDEX_COPY_STATE, copy_state)
         handler = self._handler(keys_for)
         informer.add_handler(
             on_add=handler,

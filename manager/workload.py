@@ -421,7 +421,7 @@ class WorkloadReconciler:
             return None
         if state.get("state") != api.CHECK_STATE_PENDING or (wl.get("status") or {}).get("clusterName"):
             return None
-        conflicts = await self._name_conflicts(adapter, namespace, owner_name, group)
+        conflicts = await self._name_conflicts(wl, adapter, namespace, owner_name, group)
         if conflicts and len(conflicts) == len(group.available):
             await self._report_conflicts(wl, state, conflicts)
             return Result(requeue_after=NAME_CONFLICT_RECHECK)  # a foreign object's deletion sends no event
@@ -470,13 +470,19 @@ class WorkloadReconciler:
         return {}
 
     async def _name_conflicts(
-        self, adapter: Adapter, namespace: str, owner_name: str, group: Group
+        self, wl: Obj, adapter: Adapter, namespace: str, owner_name: str, group: Group
     ) -> dict[str, str]:
         """{worker: why} for the workers without a copy yet that hold a job object of this name
         which this manager did not create: a copy admitted there could never run (its job would
-        be refused), and the foreign object is never adopted, changed or deleted."""
+        be refused), and the foreign object is never adopted, changed or deleted. Under a
+        dispatcher that nominates (Incremental, least-loaded, external) only the nominated workers
+        are asked: the others get no copy anyway."""
         conflicts = {}
+        status = wl.get("status") or {}
+        nominated = None if self.all_at_once else set(status.get("nominatedClusterNames") or ())
         for cluster, client in sorted(group.available.items()):
+            if nominated is not None and cluster not in nominated:
+                continue
             if group.remotes.get(cluster) is None:
                 if not await client.serves_kind(adapter.resource):
                     conflicts[cluster] = api.kind_not_served_message(adapter.resource, cluster)
@@ -792,7 +798,7 @@ class WorkloadReconciler:
             return await adapter.sync_job(client, namespace, owner_name, workload_name)
         except AlreadyExists:
             # Our caches see only objects of our origin: name the foreign one instead of a bare 409.
-            if await foreign_object(client, adapter.resource, namespace, owner_name) is None:
+            if await foreign_object(client, adapter.resource, namespace, owner_name, fresh=True) is None:
                 raise
             kind = adapter.resource.kind
             raise OwnershipError(

@@ -91,15 +91,22 @@ async def remote_or_finished_gone(
 
 
 async def foreign_object(
-    remote: RemoteClient, resource: api.Resource, namespace: str, name: str
+    remote: RemoteClient, resource: api.Resource, namespace: str, name: str, *, fresh: bool = False
 ) -> Obj | None:
-    """The worker's object of this name when this manager did not create it. Always one GET: the
-    watch caches hold only objects of our origin, so they cannot see a foreign one."""
+    """The worker's object of this name when this manager did not create it. One GET (the watch
+    caches hold only objects of our origin, so they cannot see a foreign one), unless one found
+    none a few seconds ago (`remote.no_foreign_object_seen`) and `fresh` is not asked for."""
+    if not fresh and remote.no_foreign_object_seen(resource, namespace, name):
+        return None
     try:
         obj = await remote.kube.get(resource, name, namespace)
     except NotFound:
+        remote.remember_no_foreign_object(resource, namespace, name)
         return None
-    return None if owned_by(obj, remote.origin) else obj
+    if owned_by(obj, remote.origin):
+        remote.remember_no_foreign_object(resource, namespace, name)
+        return None
+    return obj
 
 
 def check_ownership(obj: Obj | None, resource: api.Resource, origin: str) -> None:

@@ -167,7 +167,8 @@ class PodAdapter:
             except AlreadyExists:
                 # Ours, created by a reconcile the worker's watch has not reported yet: fine. A
                 # foreign pod of that name is an error (the reconciler names it).
-                if await foreign_object(remote, api.POD, meta["namespace"], meta["name"]) is not None:
+                found = await foreign_object(remote, api.POD, meta["namespace"], meta["name"], fresh=True)
+                if found is not None:
                     raise
             return
         if meta.get("deletionTimestamp") or not owned_by(remote_pod, remote.origin):

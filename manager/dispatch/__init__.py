@@ -1,6 +1,7 @@
 """Dispatchers: which workers get a copy of a Workload. AllAtOnce (the default) lives in the
 workload reconciler (every connected worker); Incremental nominates a few workers per round;
-any other `dispatcherName` is external: nominations are written by another controller."""
+least-loaded (ours) nominates the worker with the most room, one per round; any other
+`dispatcherName` is external: nominations are written by another controller."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from kube_runtime import api
 
 ALL_AT_ONCE = api.DISPATCHER_ALL_AT_ONCE
 INCREMENTAL = api.DISPATCHER_INCREMENTAL
+LEAST_LOADED = api.DISPATCHER_LEAST_LOADED
 
 
 def is_external(dispatcher_name: str) -> bool:
-    return dispatcher_name not in (ALL_AT_ONCE, INCREMENTAL)
+    return dispatcher_name not in (ALL_AT_ONCE, INCREMENTAL, LEAST_LOADED)

@@ -62,8 +62,7 @@ class IncrementalDispatcher:
             if remaining > 0:
                 return Result(requeue_after=remaining)
         nominated = list(status.get("nominatedClusterNames") or ())
-        order = clusters if self.respect_config_order else sorted(clusters)
-        fresh = [c for c in order if c not in nominated][: self.step_size]
+        fresh = self.next_workers(key, clusters, nominated)
         if not fresh:
             raise NoMoreWorkers("no more workers to nominate")
         await self.reconciler.set_nominated(wl, nominated + fresh)
@@ -71,3 +70,9 @@ class IncrementalDispatcher:
         if self.on_nominated is not None:
             self.on_nominated(key)
         return Result(requeue_after=self.round_timeout)
+
+    def next_workers(self, key: str, clusters: list[str], nominated: list[str]) -> list[str]:
+        """The workers this round adds: the next `stepSize` in the MultiKueueConfig's order (sorted
+        by name with MultiKueueIncrementalDispatcherRespectConfigOrder off)."""
+        order = clusters if self.respect_config_order else sorted(clusters)
+        return [c for c in order if c not in nominated][: self.step_size]

@@ -1,5 +1,5 @@
 """Garbage collection of orphans on workers, never of foreign objects (multikueue-spec §3.2), and
-the Incremental and External dispatchers (§3.5)."""
+the Incremental and External dispatchers (§3.5) and our least-loaded one."""
 
 from __future__ import annotations
 
@@ -95,6 +95,48 @@ async def test_incremental_dispatcher_nominates_in_config_order_round_by_round(f
 
         await eventually(admitted_on_second, timeout=40)
         assert not (await env.get(kube, api.WORKLOAD, name, namespace))["status"].get("nominatedClusterNames")
+
+
+async def test_least_loaded_dispatcher_sends_one_copy_where_there_is_room(fleet, kube, namespace):
+    config = {"multiKueue": {"dispatcherName": api.DISPATCHER_LEAST_LOADED}}
+    options = dataclasses.replace(TEST_OPTIONS, least_loaded_round_seconds=6)
+    async with multikueue(
+        fleet, kube, namespace, worker_cpu={"worker1": "0", "worker2": "4"}, start_manager=False
+    ) as env:
+        await env.start_manager(config, options)
+        first, second = env.clusters  # equal load: config order, worker1 first
+
+        async def workload_of(job: str) -> str | None:
+            wl = await env.job_workload(job)
+            return wl["metadata"]["name"] if wl else None
+
+        def placed(name: str, cluster: str):
+            async def check():
+                current = await env.get(kube, api.WORKLOAD, name, namespace)
+                state = check_state(current, env.check)
+                return state and state["state"] == "Ready" and current["status"].get("clusterName") == cluster
+
+            return check
+
+        async def dispatches(name: str) -> list[str]:
+            return await env.events(name, api.EVENT_MULTIKUEUE_DISPATCHED)
+
+        # The first Job goes to worker1 alone, where it cannot be admitted (no CPU there).
+        await kube.create(api.JOB, mk_job("waits", keep_running=True), namespace=namespace)
+        waits = await eventually(lambda: workload_of("waits"))
+        assert await eventually(lambda: env.remote(first, api.WORKLOAD, waits), timeout=30)
+        assert not await env.remote(second, api.WORKLOAD, waits)
+
+        # worker1 now keeps a copy waiting: the next Job goes straight to worker2, and only there.
+        await kube.create(api.JOB, mk_job("fits", keep_running=True), namespace=namespace)
+        fits = await eventually(lambda: workload_of("fits"))
+        await eventually(placed(fits, second), timeout=30)
+        assert await dispatches(fits) == [f"Dispatched to worker clusters: {api.go_list([second])}"]
+        assert not await env.remote(first, api.WORKLOAD, fits)
+
+        # After its round on worker1, the first Job is offered to worker2 as well, and runs there.
+        await eventually(placed(waits, second), timeout=40)
+        assert not await env.remote(first, api.WORKLOAD, waits)
 
 
 async def test_external_dispatcher_follows_nominations_written_by_another_controller(fleet, kube, namespace):

@@ -10,12 +10,18 @@ import datetime as dt
 import pytest
 
 from kube_runtime import api
+from kube_runtime.client import NotFound
 from kube_runtime.clock import FakeClock
+from manager.adapters.base import foreign_object
 from manager.clusters import Remotes
 from manager.remote import (
+    COPY_HOLDING,
+    COPY_WAITING,
     FINISHED_GONE_KEEP_SECONDS,
+    NO_FOREIGN_OBJECT_TTL_SECONDS,
     ConnectError,
     RemoteClient,
+    copy_state,
     establish_timeout,
     finished_state,
     retry_after,
@@ -325,3 +331,47 @@ async def test_a_worker_without_a_client_is_lost_since_first_asked_not_since_eve
     assert remotes.lost_since("worker1", clock.now()) == START + dt.timedelta(seconds=30)
     remotes.clients["worker1"].mark_connected()
     assert remotes.lost_since("worker1", clock.now()) == clock.now()
+
+
+def _copy(*conditions: str) -> dict:
+    return {"status": {"conditions": [{"type": c, "status": "True"} for c in conditions]}}
+
+
+def test_a_copy_waits_for_quota_holds_it_or_once_finished_counts_for_neither() -> None:
+    assert copy_state({}) == (COPY_WAITING,)
+    assert copy_state(_copy("QuotaReserved", "Admitted")) == (COPY_HOLDING,)
+    assert copy_state(_copy("QuotaReserved", "Finished")) == ()
+    released = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False"}]}}
+    assert copy_state(released) == (COPY_WAITING,)
+
+
+class CountingKube:
+    """Answers GETs of one job name with `obj` (or 404) and counts them."""
+
+    def __init__(self, obj: dict | None) -> None:
+        self.obj = obj
+        self.gets = 0
+
+    async def get(self, resource: api.Resource, name: str, namespace: str) -> dict:
+        self.gets += 1
+        if self.obj is None:
+            raise NotFound({"code": 404, "reason": "NotFound", "message": f'jobs.batch "{name}" not found'})
+        return self.obj
+
+
+async def test_no_foreign_object_found_is_trusted_for_a_few_seconds_unless_asked_fresh() -> None:
+    clock = FakeClock(START)
+    client = new_client(clock)
+    client.kube = CountingKube(None)  # type: ignore[assignment]
+    assert await foreign_object(client, api.JOB, "team-a", "job") is None
+    assert await foreign_object(client, api.JOB, "team-a", "job") is None
+    assert client.kube.gets == 1  # type: ignore[attr-defined]
+    foreign = {"metadata": {"name": "job", "namespace": "team-a", "labels": {}}}
+    client.kube.obj = foreign  # type: ignore[attr-defined]
+    assert await foreign_object(client, api.JOB, "team-a", "job", fresh=True) == foreign
+    await clock.advance(NO_FOREIGN_OBJECT_TTL_SECONDS)
+    assert await foreign_object(client, api.JOB, "team-a", "job") == foreign
+    assert (
+        await foreign_object(client, api.JOB, "team-a", "job") == foreign
+    )  # a foreign one is never remembered
+    assert client.kube.gets == 4  # type: ignore[attr-defined]

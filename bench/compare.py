@@ -1,5 +1,5 @@
 """Side by side with upstream MultiKueue: the same workload mix through a fresh local fleet of
-1 manager + N workers (default 3), one fleet at a time, in four arms:
+1 manager + N workers (default 3), one fleet at a time, in four arms (and a fifth on request):
 
   ours             our manager and worker_agents at our shipped client budget (20 qps / 30 burst
                    per API resource)
@@ -12,6 +12,10 @@
   upstream_tuned   upstream Kueue built with our patch hack/patches/kueue-<version>-multikueue-worker-
                    client-budget.patch, which gives its worker clients the clientConnection budget
                    (the effect of a later upstream change), every client at the same lifted budget
+  ours_least_loaded  (only with --engines) ours_lifted with our least-loaded dispatcher instead of
+                   AllAtOnce: one copy per Workload, to the worker with the fewest copies waiting
+                   for quota; upstream has no such dispatcher, so it is compared with upstream_tuned
+                   (ratios.least_loaded), while ratios.lifted stays AllAtOnce against AllAtOnce
 
 Arms are interleaved (ours, upstream, ours_lifted, upstream_tuned, then again) `--repeat` times
 (default 3). A repeat whose fleet fails to start is retried once, its logs kept, and reported as
@@ -30,6 +34,8 @@ apiserver's `apiserver_request_total` (all, and those of kueue.x-k8s.io).
 
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 3 --json /tmp/compare.json
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 1 --engines ours_lifted,upstream_tuned
+  .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 1 \
+      --engines ours_lifted,ours_least_loaded,upstream_tuned
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from bench.compare_fair import (
 )
 from bench.compare_fair import steady_rate as steady
 from bench.compare_summary import (
+    DEFAULT_ENGINES,
     ENGINES,
     KUEUE_GROUP,
     LIFTED_BURST,
@@ -135,8 +142,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--engines",
-        default=",".join(ENGINES),
-        help=f"comma-separated runs, in order (default {','.join(ENGINES)})",
+        default=",".join(DEFAULT_ENGINES),
+        help=f"comma-separated runs, in order, among {', '.join(ENGINES)} "
+        f"(default {','.join(DEFAULT_ENGINES)})",
     )
     p.add_argument(
         "--lifted-qps",
@@ -149,13 +157,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=LIFTED_BURST,
         help=f"clientConnection.burst of ours_lifted and upstream_tuned (default {LIFTED_BURST})",
-    )
-    p.add_argument(
-        "--ours-dispatcher",
-        choices=("AllAtOnce", "LeastLoaded"),
-        default="AllAtOnce",
-        help="multiKueue.dispatcherName of our manager in the ours arms (default AllAtOnce, upstream's "
-        "default and what upstream runs; LeastLoaded: ours, one copy to the worker with the most room)",
     )
     p.add_argument("--repeat", type=int, default=3, help="runs of each arm, interleaved (default 3)")
     p.add_argument(
@@ -458,11 +459,7 @@ class CompareRun:
                     "--no-sample",
                     "--keep-on-failure",
                     *(["--upstream-kueue-lifted"] if self.engine.lifted_workers else []),
-                    *(
-                        ["--dispatcher", args.ours_dispatcher]
-                        if args.ours_dispatcher and not self.engine.upstream_clusters
-                        else []
-                    ),
+                    *(["--dispatcher", self.engine.dispatcher] if self.engine.dispatcher else []),
                 ),
             )
             say(f"{self.engine.name}: fleet up, machine load {loads(os.getloadavg())}")

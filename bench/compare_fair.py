@@ -18,7 +18,12 @@ from bench.stats import fmt, ratio
 Obj = dict[str, Any]
 
 # The comparisons: (key in "ratios", ours' arm, upstream's arm).
-COMPARISONS = (("defaults", "ours", "upstream"), ("lifted", "ours_lifted", "upstream_tuned"))
+COMPARISONS = (
+    ("defaults", "ours", "upstream"),
+    ("lifted", "ours_lifted", "upstream_tuned"),
+    # Ours with our least-loaded dispatcher (upstream has none like it) against the same upstream arm.
+    ("least_loaded", "ours_least_loaded", "upstream_tuned"),
+)
 # The figures of an arm (medians over its complete repeats); "higher"/"lower" is better.
 ARM_FIGURES: dict[str, str] = {
     "throughput_wl_s": "higher",
@@ -152,7 +157,8 @@ def fold(repeats: Sequence[Obj | None]) -> Obj:
 
 
 def compare(arms: Mapping[str, Obj | None]) -> dict[str, Obj]:
-    """ratios.<defaults|lifted>: ours / theirs for every ARM_FIGURES key, or why there is none."""
+    """ratios.<defaults|lifted|least_loaded>: ours / theirs for every ARM_FIGURES key, or why there
+    is none."""
     out: dict[str, Obj] = {}
     for key, ours_name, theirs_name in COMPARISONS:
         ours, theirs = arms.get(ours_name), arms.get(theirs_name)

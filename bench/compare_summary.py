@@ -19,7 +19,9 @@ from bench.stats import Distribution, distribution, fmt, per, total
 
 # Each side at its shipped client budget, then every client of both at one equal lifted budget
 # (upstream_tuned: upstream built with our worker-client patch, hack/patches/).
-ENGINES = ("ours", "upstream", "ours_lifted", "upstream_tuned")
+ENGINES = ("ours", "upstream", "ours_lifted", "upstream_tuned", "ours_least_loaded")
+# The arms a run has without --engines: the four of the fair comparison.
+DEFAULT_ENGINES = ENGINES[:4]
 # The lifted budget's default: upstream's own clientConnection default, for every client of both.
 LIFTED_QPS = 300.0
 LIFTED_BURST = 500
@@ -41,6 +43,7 @@ class Engine:
     client_qps: float | None  # None: the engine's default
     client_burst: int | None
     lifted_workers: bool = False  # upstream built with our worker-client patch
+    dispatcher: str | None = None  # our manager's dispatcher (localfleet's name); None: AllAtOnce
 
     def client_budget(self) -> str:
         if self.upstream_clusters:
@@ -75,6 +78,9 @@ def engines(args: argparse.Namespace) -> list[Engine]:
         "ours_lifted": Engine("ours_lifted", (), args.lifted_qps, args.lifted_burst),
         "upstream_tuned": Engine(
             "upstream_tuned", every, args.lifted_qps, args.lifted_burst, lifted_workers=True
+        ),
+        "ours_least_loaded": Engine(
+            "ours_least_loaded", (), args.lifted_qps, args.lifted_burst, dispatcher="LeastLoaded"
         ),
     }
     return [known[name] for name in args.engines]

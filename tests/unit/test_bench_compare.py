@@ -288,3 +288,13 @@ def test_the_arms_table_lists_where_requests_go_per_workload():
         ]
     )
     assert folded["api_requests_per_wl_by_kind"] == {"GET batch/jobs": 3.0, "POST core/events": 0.5}
+
+
+def test_the_least_loaded_arm_is_ours_lifted_with_our_dispatcher_and_only_on_request():
+    assert "ours_least_loaded" not in compare.parse_args([]).engines
+    args = compare.parse_args(["--engines", "ours_lifted,ours_least_loaded,upstream_tuned"])
+    by_name = {e.name: e for e in compare_summary.engines(args)}
+    least, lifted = by_name["ours_least_loaded"], by_name["ours_lifted"]
+    assert least.upstream_clusters == () and least.dispatcher == "LeastLoaded"
+    assert lifted.dispatcher is None and by_name["upstream_tuned"].dispatcher is None
+    assert (least.client_qps, least.client_burst) == (lifted.client_qps, lifted.client_burst)

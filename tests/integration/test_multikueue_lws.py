@@ -146,10 +146,10 @@ async def test_scaling_changes_the_remote_lws_in_place(fleet, kube, namespace):
             current = await env.remote(cluster, api.LEADER_WORKER_SET, "scale")
             return current if current and current["spec"]["replicas"] == count else None
 
-        assert (await eventually(lambda: remote_replicas(3), timeout=30))["metadata"]["uid"] == uid
+        assert (await eventually(lambda: remote_replicas(3), timeout=60))["metadata"]["uid"] == uid
 
         await kube.patch_merge(api.LEADER_WORKER_SET, "scale", {"spec": {"replicas": 1}}, namespace)
-        assert (await eventually(lambda: remote_replicas(1), timeout=30))["metadata"]["uid"] == uid
+        assert (await eventually(lambda: remote_replicas(1), timeout=60))["metadata"]["uid"] == uid
 
         async def one_copy_left():
             copies = [
@@ -159,7 +159,7 @@ async def test_scaling_changes_the_remote_lws_in_place(fleet, kube, namespace):
             ]
             return len(copies) == 1 or None
 
-        await eventually(one_copy_left, timeout=30)
+        await eventually(one_copy_left, timeout=60)
         assert (await env.remote(cluster, api.LEADER_WORKER_SET, "scale"))["metadata"]["uid"] == uid
 
         # A template change reaches the worker's LWS as an update of its spec (its controller rolls
@@ -174,7 +174,7 @@ async def test_scaling_changes_the_remote_lws_in_place(fleet, kube, namespace):
                 current if ((template.get("metadata") or {}).get("labels") or {}).get("rev") == "2" else None
             )
 
-        assert (await eventually(new_template, timeout=30))["metadata"]["uid"] == uid
+        assert (await eventually(new_template, timeout=60))["metadata"]["uid"] == uid
 
 
 async def test_a_group_evicted_on_its_worker_is_replaced_whole(fleet, kube, namespace):

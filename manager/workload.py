@@ -798,8 +798,10 @@ class WorkloadReconciler:
             return await adapter.sync_job(client, namespace, owner_name, workload_name)
         except AlreadyExists:
             # Our caches see only objects of our origin: name the foreign one instead of a bare 409.
+            # No foreign one: ours, created by an earlier reconcile that the worker's watch has not
+            # shown yet (or gone since): its watch event brings us back; no error, no backoff.
             if await foreign_object(client, adapter.resource, namespace, owner_name, fresh=True) is None:
-                raise
+                return True
             kind = adapter.resource.kind
             raise OwnershipError(
                 api.name_conflict_message(kind, namespace, owner_name, client.name)

@@ -573,7 +573,8 @@ class WorkloadReconciler:
                     f"{api.go_quote(cluster)}"
                 )
             became_ready = state.get("state") != api.CHECK_STATE_READY
-            if not current and await self._name_taken(client, adapter, namespace, owner_name):
+            # Asked afresh: once the winner is recorded below, a foreign object would block it for good.
+            if not current and await self._name_taken(client, adapter, namespace, owner_name, fresh=True):
                 # Taken after the copy went out: that copy goes, and the next dispatch excludes
                 # this worker (step 6).
                 await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
@@ -780,13 +781,14 @@ class WorkloadReconciler:
                     self.enqueue(object_key(member))  # it changed meanwhile: its own reconcile decides
 
     async def _name_taken(
-        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str
+        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, fresh: bool = False
     ) -> bool:
         """Whether a foreign object holds the job's name on the worker (one GET, made only when our
-        own job is not there)."""
+        own job is not there; unless `fresh`, not again within seconds of one that found none)."""
         if not owner_name or await remote_object(client, adapter.resource, namespace, owner_name) is not None:
             return False
-        return await foreign_object(client, adapter.resource, namespace, owner_name) is not None
+        found = await foreign_object(client, adapter.resource, namespace, owner_name, fresh=fresh)
+        return found is not None
 
     async def sync_job(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str

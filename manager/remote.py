@@ -41,7 +41,7 @@ COPY_HOLDING = "holding"
 # reconciles come in bursts (created, quota reserved, nominated, copies created, admitted), and
 # each asked every worker again. A foreign object created inside the window is still caught:
 # creating the job then fails with AlreadyExists, which always looks again (see sync_job).
-NO_FOREIGN_OBJECT_TTL_SECONDS = 3.0
+NO_FOREIGN_OBJECT_TTL_SECONDS = 10.0
 
 
 def copy_state(obj: Obj) -> tuple[str, ...]:
@@ -224,6 +224,9 @@ class RemoteClient:
         key = (resource.plural, f"{namespace}/{name}")
         self._no_foreign.pop(key, None)
         self._no_foreign[key] = now
+
+    def forget_no_foreign_object(self, resource: api.Resource, namespace: str, name: str) -> None:
+        self._no_foreign.pop((resource.plural, f"{namespace}/{name}"), None)
 
     def finished_gone(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
         """The last state seen of a finished object of ours that is no longer on the worker."""

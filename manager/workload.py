@@ -573,7 +573,8 @@ class WorkloadReconciler:
                     f"{api.go_quote(cluster)}"
                 )
             became_ready = state.get("state") != api.CHECK_STATE_READY
-            if not current and await self._name_taken(client, adapter, namespace, owner_name):
+            # Asked afresh: once the winner is recorded below, a foreign object would block it for good.
+            if not current and await self._name_taken(client, adapter, namespace, owner_name, fresh=True):
                 # Taken after the copy went out: that copy goes, and the next dispatch excludes
                 # this worker (step 6).
                 await self.remove_remote_objects(client, adapter, namespace, owner_name, name)
@@ -780,13 +781,14 @@ class WorkloadReconciler:
                     self.enqueue(object_key(member))  # it changed meanwhile: its own reconcile decides
 
     async def _name_taken(
-        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str
+        self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, fresh: bool = False
     ) -> bool:
         """Whether a foreign object holds the job's name on the worker (one GET, made only when our
-        own job is not there)."""
+        own job is not there; unless `fresh`, not again within seconds of one that found none)."""
         if not owner_name or await remote_object(client, adapter.resource, namespace, owner_name) is not None:
             return False
-        return await foreign_object(client, adapter.resource, namespace, owner_name) is not None
+        found = await foreign_object(client, adapter.resource, namespace, owner_name, fresh=fresh)
+        return found is not None
 
     async def sync_job(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, workload_name: str
@@ -798,8 +800,10 @@ class WorkloadReconciler:
             return await adapter.sync_job(client, namespace, owner_name, workload_name)
         except AlreadyExists:
             # Our caches see only objects of our origin: name the foreign one instead of a bare 409.
+            # No foreign one: ours, created by an earlier reconcile that the worker's watch has not
+            # shown yet (or gone since): its watch event brings us back; no error, no backoff.
             if await foreign_object(client, adapter.resource, namespace, owner_name, fresh=True) is None:
-                raise
+                return True
             kind = adapter.resource.kind
             raise OwnershipError(
                 api.name_conflict_message(kind, namespace, owner_name, client.name)

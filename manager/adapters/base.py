@@ -106,6 +106,7 @@ async def foreign_object(
     if owned_by(obj, remote.origin):
         remote.remember_no_foreign_object(resource, namespace, name)
         return None
+    remote.forget_no_foreign_object(resource, namespace, name)
     return obj
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from test_manager_incremental import KEY, FakeChecks, FakeReconciler, FakeWorkloads, workload
 
+from kube_runtime import api
 from kube_runtime.clock import FakeClock
 from kube_runtime.controller import Result
+from manager.dispatch import LEAST_LOADED, is_external
 from manager.dispatch.least_loaded import UNSEEN_NOMINATION_SECONDS, LeastLoadedDispatcher
 
 ROUND = 10.0
@@ -111,3 +113,13 @@ async def test_each_round_adds_one_more_worker_until_none_are_left() -> None:
     await f.clock.advance(ROUND / 2)
     await f.dispatcher.reconcile(KEY)
     assert f.reconciler.nominations == [["w1"], ["w1", "w2"]]
+
+
+def test_the_least_loaded_name_is_ours_not_an_external_dispatcher() -> None:
+    assert (
+        LEAST_LOADED
+        == api.DISPATCHER_LEAST_LOADED
+        == "kueue-federation.dev/multikueue-dispatcher-least-loaded"
+    )
+    assert not is_external(LEAST_LOADED)
+    assert is_external("example.com/my-dispatcher")

@@ -347,7 +347,8 @@ async def test_a_worker_without_the_jobset_crd_takes_jobs_but_no_jobsets(fleet, 
                 await use_clusters(env, [good, name])
                 await eventually(cluster_state_is(env, name, ("True", "Active", "Connected")), timeout=40)
 
-                body = job_set("js")
+                # It keeps running (3 of worker1's 4 CPUs), so that the Job below fits only on the other.
+                body = job_set("js", keep_running=True)
                 body["spec"].update(suspend=True, managedBy=api.MANAGED_BY_MULTIKUEUE)
                 await kube.create(api.JOB_SET, body, namespace=namespace)
                 await eventually(lambda: _jobset_workload(env, "js"), timeout=30)
@@ -360,8 +361,9 @@ async def test_a_worker_without_the_jobset_crd_takes_jobs_but_no_jobsets(fleet, 
                 assert await eventually(placed, timeout=60) == good
                 assert not [w for w in (await bare.list(api.WORKLOAD, namespace=namespace))[0]]
 
-                # Jobs still go there: a Job's Workload copy reaches the cluster without the CRD.
-                await kube.create(api.JOB, mk_job("plain", keep_running=True), namespace=namespace)
+                # Jobs still go there: a Job's Workload copy reaches the cluster without the CRD. (It
+                # needs 2 CPUs: worker1 cannot admit it, so its copy there is not removed at once.)
+                await kube.create(api.JOB, mk_job("plain", cpu="2", keep_running=True), namespace=namespace)
 
                 async def copy_there():
                     items, _ = await bare.list(api.WORKLOAD, namespace=namespace)

@@ -460,18 +460,7 @@ class WorkloadWrites:
 
     async def _finish_orphan(self, wl: Obj) -> None:
         """A Workload whose owner is gone: finished (OwnerNotFound, releasing its quota), then let go."""
-        if not wl["metadata"].get("deletionTimestamp") and not wlstatus.is_finished(wl):
-            current = wlstatus.working_copy(wl)
-            wlstatus.set_condition(
-                current,
-                api.WORKLOAD_FINISHED,
-                api.CONDITION_TRUE,
-                api.REASON_OWNER_NOT_FOUND,
-                api.MSG_OWNER_NOT_FOUND,
-                self.agent.clock.now(),
-            )
-            wl = await self._apply_admission_status(current) or wl
-        await self._remove_finalizer(wl)
+        await finish_orphaned(self.kube, wl, self.agent.clock.now(), finish=True)
 
     async def _remove_finalizer(self, wl: Obj) -> None:
         # Strict (RemoveFinalizersWithStrictPatch): fails on a stale copy and is retried.

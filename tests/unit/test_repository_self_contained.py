@@ -23,7 +23,9 @@ MACHINE_PATH = re.compile(
     START + "/(?:" + "|".join(["work", "home", "Users"]) + r")/[\w.-]+|" + START + r"/root/\.\w"
 )
 PARENT = str(REPO.parent).rstrip("/") + "/"
-PARENT_PATH = re.compile(START + re.escape(PARENT)) if PARENT != "/" else None
+# A clone in /tmp (as the README's fresh-clone check makes) has /tmp as its parent: the project
+# names /tmp work directories on purpose, and those are no sibling of the repository.
+PARENT_PATH = re.compile(START + re.escape(PARENT)) if PARENT not in ("/", "/tmp/") else None
 
 
 def ignored_patterns() -> list[str]:

@@ -27,6 +27,7 @@ from kube_runtime import api
 from kube_runtime.client import Conflict, Invalid, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
+from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
 from kueue_domain import naming
 from kueue_domain import workload as wlstatus
 from worker_agent.engine.scheduler import selector_matches
@@ -360,6 +361,9 @@ class JobIntegration(framework.WorkloadWrites):
         # UIDs of deleted Jobs by key: a Workload orphaned by the garbage collector has lost its
         # owner reference and is found by its job-uid label instead.
         self._gone_job_uids: dict[str, str] = {}
+        # Job versions our own writes replaced, until the watch shows the write (no second start
+        # from a stale copy, which would meet a 409 and read the Job back).
+        self._own_writes = OwnWrites()
         self.jobs.add_handler(
             on_add=self._enqueue_object,
             on_update=lambda old, new: self._enqueue_object(new),
@@ -510,8 +514,11 @@ class JobIntegration(framework.WorkloadWrites):
         job = self.jobs.get(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             self._admission_check_messages.pop(key, None)
+            self._own_writes.forget(key)
             await self._release_orphans(key, None)
             return None
+        if self._own_writes.lagging(key, job):
+            return Result(requeue_after=CACHE_LAG_RECHECK_SECONDS)
         # Workloads of an earlier Job of the same name lost their owner.
         await self._release_orphans(key, job["metadata"]["uid"])
         if not self._namespace_managed(namespace):
@@ -874,12 +881,14 @@ class JobIntegration(framework.WorkloadWrites):
             return
         if (job.get("status") or {}).get("startTime"):
             # The template of a suspended Job is mutable only while it has no startTime.
-            job = await self.kube.patch_status_merge(
+            cleared = await self.kube.patch_status_merge(
                 api.JOB,
                 job["metadata"]["name"],
                 {"status": {"startTime": None}},
                 namespace=job["metadata"]["namespace"],
             )
+            self._own_writes.wrote(object_key(job), job, cleared)
+            job = cleared
         written = await self._update_job(job, lambda j: self._started_or_none(j, podset, info))
         if written is not None:
             cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
@@ -906,9 +915,11 @@ class JobIntegration(framework.WorkloadWrites):
             current = suspended_now
             await self._event(job, api.EVENT_STOPPED, message)
         if (current.get("status") or {}).get("startTime"):
-            current = await self.kube.patch_status_merge(
+            cleared = await self.kube.patch_status_merge(
                 api.JOB, meta["name"], {"status": {"startTime": None}}, namespace=meta["namespace"]
             )
+            self._own_writes.wrote(object_key(job), current, cleared)
+            current = cleared
         if is_active(current):
             return False
         podset = main_podset(wl)
@@ -929,11 +940,16 @@ class JobIntegration(framework.WorkloadWrites):
             if desired is None:
                 return None
             try:
-                return await self.kube.replace(api.JOB, desired)
+                written = await self.kube.replace(api.JOB, desired)
             except Conflict:
                 if attempt == UPDATE_ATTEMPTS - 1:
                     raise
                 current = await self.kube.get(api.JOB, meta["name"], namespace=meta["namespace"])
+                continue
+            # The cache may still show `job` (the copy this reconcile read) or `current`.
+            self._own_writes.wrote(object_key(job), job, written)
+            self._own_writes.wrote(object_key(job), current, written)
+            return written
         return None
 
     async def _still_active(self, job: Obj) -> bool:

@@ -33,6 +33,7 @@ from kube_runtime import api
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
+from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
 from kueue_domain import naming
 from kueue_domain import workload as wlstatus
 from worker_agent.engine.scheduler import selector_matches
@@ -308,6 +309,7 @@ class JobSetIntegration(framework.WorkloadWrites):
         self.state.workloads.add_index(INDEX_JOB_SET_OWNER_UID, _owner_uid_index)
         self.state.workloads.add_index(INDEX_JOB_SET_OWNER_KEY, _owner_key_index)
         self.controller = Controller("jobset", self.reconcile, concurrency=3, clock=agent.clock)
+        self._own_writes = OwnWrites()  # JobSet versions our writes replaced, until the watch shows them
         self.jobsets.add_handler(
             on_add=self._enqueue_object,
             on_update=lambda old, new: self._enqueue_object(new),
@@ -434,7 +436,10 @@ class JobSetIntegration(framework.WorkloadWrites):
         live_uid = job_set["metadata"]["uid"] if job_set is not None else None
         await self._release_orphans(key, live_uid)
         if job_set is None or job_set["metadata"].get("deletionTimestamp"):
+            self._own_writes.forget(key)
             return None
+        if self._own_writes.lagging(key, job_set):
+            return Result(requeue_after=CACHE_LAG_RECHECK_SECONDS)  # the watch has not shown our write
         if not self._namespace_managed(namespace):
             return None
         if managed_by(job_set) not in (api.JOB_SET_MANAGED_BY_DEFAULT, api.MULTIKUEUE_CONTROLLER_NAME):
@@ -700,9 +705,10 @@ class JobSetIntegration(framework.WorkloadWrites):
         if started is None:
             return
         try:
-            await self.kube.replace(api.JOB_SET, started)
+            written = await self.kube.replace(api.JOB_SET, started)
         except (Conflict, NotFound):
             return  # the JobSet's next event brings us back
+        self._own_writes.wrote(object_key(job_set), job_set, written)
         cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         await self._event(job_set, api.EVENT_STARTED, api.started_event_message(cq))
 
@@ -712,7 +718,8 @@ class JobSetIntegration(framework.WorkloadWrites):
         if stopped is None:
             return
         was_running = not is_suspended(job_set)
-        await self.kube.replace(api.JOB_SET, stopped)  # a Conflict is retried with backoff
+        written = await self.kube.replace(api.JOB_SET, stopped)  # a Conflict is retried with backoff
+        self._own_writes.wrote(object_key(job_set), job_set, written)
         if was_running:
             await self._event(job_set, api.EVENT_STOPPED, message)
 

@@ -723,6 +723,8 @@ FIELD_MANAGER_RECLAIMABLE_PODS = "kueue-reclaimable-pods"
 # spec.managedBy value of jobs run remotely, and the orchestrated-preemption gate name.
 MULTIKUEUE_CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
 FIELD_MANAGER_MULTIKUEUE = MULTIKUEUE_CONTROLLER_NAME
+# The manager's Finished=True, copied from the worker's copy (upstream's field owner for it).
+FIELD_MANAGER_MULTIKUEUE_FINISH = MULTIKUEUE_CONTROLLER_NAME + "-finish"
 # Ours: the manager's MultiKueueManagerQuotaAutomation condition and quotas on a manager ClusterQueue
 # (upstream writes them with a plain update; a field manager of our own keeps them apart from the
 # worker_agent's status apply of the Active condition).

@@ -366,10 +366,8 @@ class WorkloadReconciler:
             if not synced and waited < FINISHED_SYNC_WAIT:
                 # The Workload finishes once its job's end is copied: finished, it is never synced again.
                 return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER)
-            updated = wlutil.working_copy(wl)
             reason, message = condition.get("reason", ""), condition.get("message", "")
-            wlutil.set_condition(updated, api.WORKLOAD_FINISHED, "True", reason, message, self.clock.now())
-            await wlutil.apply_admission_status(self.kube, updated, strict=True)
+            await self._apply_finished(wl, reason, message)
             self.forget(key)
             return None
 
@@ -779,6 +777,22 @@ class WorkloadReconciler:
                     await self.update_check_state(member, found[1], api.CHECK_STATE_RETRY, message)
                 except Conflict:
                     self.enqueue(object_key(member))  # it changed meanwhile: its own reconcile decides
+
+    async def _apply_finished(self, wl: Obj, reason: str, message: str) -> None:
+        """Finished=True, as upstream writes it: a forced apply of that one condition under a field
+        manager of its own, without resourceVersion. The worker_agent's Job integration finishes the
+        same Workload when the mirrored Job ends, within moments; a strict apply of the whole status
+        here met its write with a 409 about once per Workload."""
+        updated = wlutil.status_working_copy(wl)
+        wlutil.set_condition(updated, api.WORKLOAD_FINISHED, "True", reason, message, self.clock.now())
+        meta = wl["metadata"]
+        body = {
+            "apiVersion": api.WORKLOAD.api_version,
+            "kind": api.WORKLOAD.kind,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "status": {"conditions": [wlutil.condition(updated, api.WORKLOAD_FINISHED)]},
+        }
+        await self.kube.apply_status(api.WORKLOAD, body, api.FIELD_MANAGER_MULTIKUEUE_FINISH, force=True)
 
     async def _name_taken(
         self, client: RemoteClient, adapter: Adapter, namespace: str, owner_name: str, fresh: bool = False

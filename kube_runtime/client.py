@@ -755,3 +755,29 @@ def _clean_params(params: dict[str, Any] | None) -> dict[str, str] | None:
     if not params:
         return None
     return {k: str(v) for k, v in params.items() if v is not None and v != ""}
+
+
+# A kind that is not served (its CRD not installed) is asked for again after 1 s, doubling up to
+# 2 min, as upstream Kueue waits for a job framework's API.
+WAIT_FOR_API_INITIAL_SECONDS = 1.0
+WAIT_FOR_API_MAX_SECONDS = 120.0
+
+
+async def wait_until_served(
+    client: KubeClient,
+    resource: ResourceLike,
+    clock: Clock,
+    initial: float = WAIT_FOR_API_INITIAL_SECONDS,
+    maximum: float = WAIT_FOR_API_MAX_SECONDS,
+) -> None:
+    """Return once the server serves `resource` (polled with a doubling backoff; an unreachable
+    server is asked again later)."""
+    delay = initial
+    while True:
+        await clock.sleep(delay)
+        delay = min(delay * 2, maximum)
+        try:
+            if await client.serves(resource):
+                return
+        except Exception as exc:  # the apiserver unreachable for a while: ask again later
+            log.warning("cannot ask the server for an API", resource=resource.plural, error=str(exc))

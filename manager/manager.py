@@ -16,7 +16,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from kube_runtime import api, features
-from kube_runtime.client import KubeClient, KubeClientError
+from kube_runtime.client import KubeClient, KubeClientError, wait_until_served
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
@@ -332,6 +332,8 @@ class Manager:
         self.servers: list[HealthServer] = []
         self.elector: LeaderElector | None = None
         self._background: list[asyncio.Task[None]] = []
+        self._api_waiters: list[asyncio.Task[None]] = []
+        self._deferred: list[Informer] = []  # informers waiting for their kind to be served
         self.leading = asyncio.Event()
         self.ready = asyncio.Event()
 
@@ -521,9 +523,40 @@ class Manager:
     async def _synced(self) -> bool:
         return all(i.has_synced for i in self.informers)
 
+    async def _defer_missing_apis(self) -> None:
+        """An enabled integration whose kind the manager cluster does not serve (its CRD not
+        installed: LeaderWorkerSet, JobSet, TrainJob) or a ClusterProfile API that is absent must
+        not hold the manager back: its informer starts once the kind is served, as upstream defers
+        a job framework whose API is missing. Until then no object of that kind can exist here."""
+        optional = (self.leaderworkersets, self.jobsets, self.trainjobs, self.profiles)
+        for informer in [i for i in optional if i is not None]:
+            if await self.kube.serves(informer.resource):
+                continue
+            resource = informer.resource
+            log.info(
+                "No matching API in the server for job framework, deferring setting up controller",
+                gvk=f"{resource.group}/{resource.version}, Kind={resource.kind}",
+            )
+            self.informers.remove(informer)
+            self._deferred.append(informer)
+            self._api_waiters.append(
+                asyncio.get_running_loop().create_task(
+                    self._when_served(informer), name=f"wait-{resource.plural}"
+                )
+            )
+
+    async def _when_served(self, informer: Informer) -> None:
+        resource = informer.resource
+        await wait_until_served(self.kube, resource, self.clock)
+        log.info("API now available, starting controller", gvk=f"{resource.group}/{resource.version}")
+        informer.start()
+        await informer.wait_synced()
+        self.informers.append(informer)
+
     async def run(self) -> None:
         """Run until cancelled or until leadership is lost."""
         await self._start_servers()
+        await self._defer_missing_apis()
         for informer in self.informers:
             informer.start()
         try:
@@ -576,7 +609,7 @@ class Manager:
                 self.incremental_ctl.enqueue(key)
 
     async def shutdown(self) -> None:
-        for task in self._background:
+        for task in self._background + self._api_waiters:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -585,7 +618,7 @@ class Manager:
         for client in list(self.remotes.clients.values()):
             await client.close()
         self.remotes.clients.clear()
-        for informer in self.informers:
+        for informer in self.informers + [i for i in self._deferred if i not in self.informers]:
             await informer.stop()
         if self.elector is not None:
             await self.elector.stop()

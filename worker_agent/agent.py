@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from kube_runtime import api, features
 from kube_runtime.api import Resource
-from kube_runtime.client import KubeClient
+from kube_runtime.client import KubeClient, wait_until_served
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
 from kube_runtime.events import EventRecorder
@@ -44,9 +44,6 @@ REPORTING_CONTROLLER = "kueue-admission"
 
 # Seconds a stopping agent spends writing queued events before it drops them.
 EVENT_FLUSH_TIMEOUT = 5.0
-# An integration whose kind is not served asks again after 1 s, doubling up to 2 min (as upstream).
-WAIT_FOR_API_INITIAL_SECONDS = 1.0
-WAIT_FOR_API_MAX_SECONDS = 120.0
 
 
 class Agent:
@@ -187,15 +184,7 @@ class Agent:
         controllers: list[Controller],
         on_leading: Callable[[], Any] | None,
     ) -> None:
-        delay = WAIT_FOR_API_INITIAL_SECONDS
-        while True:
-            await self.clock.sleep(delay)
-            delay = min(delay * 2, WAIT_FOR_API_MAX_SECONDS)
-            try:
-                if await self.kube.serves(requires):
-                    break
-            except Exception as exc:  # the apiserver unreachable for a while: ask again later
-                log.warning("cannot ask the server for an API", resource=requires.plural, error=str(exc))
+        await wait_until_served(self.kube, requires, self.clock)
         log.info("API now available, starting controller", gvk=f"{requires.group}/{requires.version}")
         self.register(informers, controllers, on_leading)
         for informer in informers:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from multikueue_kit import (
     CONFIG_NAMESPACE,
     JOB_SET_FRAMEWORKS,
     LWS_FRAMEWORKS,
+    TEST_OPTIONS,
     check_state,
     condition,
     eventually,
@@ -32,9 +34,12 @@ from multikueue_kit import (
 
 from kube_runtime import api
 from kube_runtime.client import Invalid, KubeClient, NotFound
+from manager.config import parse_manager_config
+from manager.manager import Manager
 
 pytestmark = pytest.mark.realcluster
 
+CLUSTER_PROFILE_CRD = Path(__file__).parent / "fixtures" / "clusterprofile-crd.yaml"
 SECRET_MARKER = "not-a-real-token-4d1f"  # a value that must never reach a condition or a log
 
 
@@ -269,6 +274,54 @@ async def _localfleet(run_dir: Path, *args: str) -> None:
     cmd = [sys.executable, str(LOCALFLEET), "--dir", str(run_dir), *args]
     res = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, f"{' '.join(cmd[1:])} failed: {res.stderr[-2000:]}"
+
+
+async def test_a_manager_cluster_without_an_enabled_kinds_crd_starts_and_watches_it_once_installed():
+    """A manager cluster of its own without the JobSet, TrainJob and ClusterProfile CRDs
+    (`up --workers 0 --no-jobset`), its manager configured for JobSets and TrainJobs and with the
+    MultiKueueClusterProfile gate on: the manager still becomes ready and leads (it once waited for
+    those caches forever), and the ClusterProfile watch starts when its CRD is installed."""
+    run_dir = Path(f"/dev/shm/kf-nocrd-{uuid.uuid4().hex[:8]}")
+    try:
+        await _localfleet(run_dir, "up", "--workers", "0", "--no-smoke", "--no-jobset")
+        admin = await asyncio.to_thread((run_dir / "manager" / "admin.kubeconfig").read_text)
+        async with await KubeClient.from_kubeconfig_dict(yaml.safe_load(admin)) as bare:
+            for kind in (api.JOB_SET, api.TRAIN_JOB, api.CLUSTER_PROFILE):
+                assert not await bare.serves(kind), kind.plural
+            config = parse_manager_config(
+                {
+                    "namespace": CONFIG_NAMESPACE,
+                    "leaderElection": {"leaderElect": False},
+                    "integrations": {"frameworks": [*JOB_SET_FRAMEWORKS, api.FRAMEWORK_TRAIN_JOB]},
+                    "featureGates": {"MultiKueueClusterProfile": True},
+                }
+            )
+            manager = Manager(
+                bare, config, options=TEST_OPTIONS, metrics_bind_address="0", health_bind_address="0"
+            )
+            task = asyncio.get_running_loop().create_task(manager.run())
+            try:
+                async with asyncio.timeout(30):
+                    await manager.leading.wait()
+                assert manager.ready.is_set()
+                waiting = (manager.jobsets, manager.trainjobs, manager.profiles)
+                assert all(i is not None and i not in manager.informers for i in waiting)
+
+                crd = yaml.safe_load(await asyncio.to_thread(CLUSTER_PROFILE_CRD.read_text))
+                await bare.create(api.CUSTOM_RESOURCE_DEFINITION, crd)
+
+                async def watching_profiles():
+                    profiles = manager.profiles
+                    return (profiles in manager.informers and profiles.has_synced) or None
+
+                await eventually(watching_profiles, timeout=60)
+                assert manager.jobsets not in manager.informers and not task.done()
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    finally:
+        await _localfleet(run_dir, "down")
 
 
 async def test_a_worker_without_kueue_or_with_no_version_we_speak_is_named(fleet, kube, namespace):

@@ -714,6 +714,7 @@ EVENT_WORKLOAD_NAME_CONFLICT = "WorkloadNameConflict"
 
 FIELD_MANAGER_ADMISSION = "kueue-admission"
 FIELD_MANAGER_PODS_READY = "kueue-job-controller-PodsReady"
+FIELD_MANAGER_JOB_FINISHED = "kueue-job-controller-Finished"  # a job integration's Finished=True
 FIELD_MANAGER_RECLAIMABLE_PODS = "kueue-reclaimable-pods"
 
 # =============================================================================================

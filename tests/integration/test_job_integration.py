@@ -516,6 +516,13 @@ async def test_job_completes_and_its_workload_finishes(worker_cluster):
             complete["message"],
         )
         assert condition_is(wl, api.WORKLOAD_PODS_READY, "True", "Started")
+        # Written as upstream's job reconciler writes it, under a field manager of its own.
+        finishers = [
+            m["manager"]
+            for m in wl["metadata"]["managedFields"]
+            if m.get("subresource") == "status" and '"Finished"' in str(m.get("fieldsV1"))
+        ]
+        assert finishers == ["kueue-job-controller-Finished"], finishers
         assert await eventually(lambda: job_events(cluster, "done", "FinishedWorkload")) == [
             f"Workload '{ns}/{name}' is declared finished"
         ]

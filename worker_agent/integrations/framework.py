@@ -473,18 +473,32 @@ class WorkloadWrites:
             return None
 
     async def _finish_workload(self, wl: Obj, reason: str, message: str, owner: Obj) -> None:
-        current = wlstatus.working_copy(wl)
+        """Finished=True from the job's end, as upstream's job reconciler writes it: that one
+        condition applied under `kueue-job-controller-Finished`, without resourceVersion. Forced
+        (upstream's is not), so that it never fails on the same condition the MultiKueue manager
+        copied from the worker a moment before."""
+        current = wlstatus.status_working_copy(wl)
         if not wlstatus.set_condition(
             current, api.WORKLOAD_FINISHED, api.CONDITION_TRUE, reason, message, self.agent.clock.now()
         ):
             return
-        if await self._apply_admission_status(current) is not None:
-            meta = wl["metadata"]
-            await self._event(
-                owner,
-                api.EVENT_FINISHED_WORKLOAD,
-                api.finished_workload_event_message(meta["namespace"], meta["name"]),
-            )
+        condition = wlstatus.condition(current, api.WORKLOAD_FINISHED)
+        body = {
+            "apiVersion": api.API_VERSION,
+            "kind": api.WORKLOAD.kind,
+            "metadata": {"name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"]},
+            "status": {"conditions": [condition]},
+        }
+        try:
+            await self.kube.apply_status(api.WORKLOAD, body, api.FIELD_MANAGER_JOB_FINISHED, force=True)
+        except NotFound:
+            return
+        meta = wl["metadata"]
+        await self._event(
+            owner,
+            api.EVENT_FINISHED_WORKLOAD,
+            api.finished_workload_event_message(meta["namespace"], meta["name"]),
+        )
 
     async def _apply_status(self, wl: Obj, status: Obj, field_manager: str) -> Obj:
         body = {

@@ -10,6 +10,7 @@ repository root (the Makefile's bench-* and diff-upstream targets do that):
   bench.replay_baseline  the baseline's mix replayed on the pure admission engine (no cluster)
   bench.json_codec       stdlib json against orjson on one Workload watch event
   bench.diff_upstream    one scenario against our worker_agent and upstream Kueue, workload by workload
+  bench.request_codes    a running fleet's apiserver requests per MultiKueue Job, by verb and response code
 
 The parts they share, once: bench.fleet (start a local fleet or a single cluster, tear it down,
 keep our processes' logs), bench.procfs (CPU seconds and RSS from /proc), bench.prom (Prometheus

@@ -91,6 +91,11 @@ PENDING_EXPLANATION_DELAY = 5.0
 # How long a finished copy's Workload waits for the end of its job to reach the manager's job.
 FINISHED_SYNC_WAIT = 30.0
 
+# A Job's end copied to the manager's Job: the manager cluster's job integration finishes the
+# Workload from it, within moments; the manager writes Finished itself only if that has not
+# happened this long after the worker's copy finished (an agent down, or no Job integration there).
+LOCAL_FINISH_WAIT = 5.0
+
 # How often a Workload that every worker refuses for a name conflict looks again.
 NAME_CONFLICT_RECHECK = 30.0
 
@@ -221,6 +226,9 @@ class WorkloadReconciler:
         # Workload key -> (owner GVK, owner name), kept while the Workload is tracked: a finished
         # Workload may lose its owner reference before its copies are cleaned up.
         self._owners: dict[str, tuple[str, str]] = {}
+        # Workload key -> when (monotonic) the manager began to leave its Finished to the manager
+        # cluster's job integration (LOCAL_FINISH_WAIT).
+        self._local_finish_since: dict[str, float] = {}
 
     def remember_deleted(self, wl: Obj) -> None:
         self.deleted[object_key(wl)] = wl
@@ -238,6 +246,7 @@ class WorkloadReconciler:
     def forget(self, key: str) -> None:
         self.metrics.forget(key)
         self._owners.pop(key, None)
+        self._local_finish_since.pop(key, None)
 
     def resolve_adapter(self, wl: Obj) -> tuple[Adapter | None, str, str]:
         """(adapter, owner name, owner GVK) from the job-owner annotations, else the controller
@@ -366,6 +375,13 @@ class WorkloadReconciler:
             if not synced and waited < FINISHED_SYNC_WAIT:
                 # The Workload finishes once its job's end is copied: finished, it is never synced again.
                 return Result(requeue_after=api.DEFERRED_SYNC_REQUEUE_AFTER)
+            if synced and getattr(adapter, "finished_by_local_integration", False):
+                # Two writers of the same condition within moments (upstream has both) cost a write
+                # and, more often than not, a 409 on the finalizer removal that follows.
+                since = self._local_finish_since.setdefault(key, self.clock.monotonic())
+                left = LOCAL_FINISH_WAIT - (self.clock.monotonic() - since)
+                if left > 0:
+                    return Result(requeue_after=left)
             reason, message = condition.get("reason", ""), condition.get("message", "")
             await self._apply_finished(wl, reason, message)
             self.forget(key)

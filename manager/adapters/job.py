@@ -107,6 +107,9 @@ def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
 
 class JobAdapter:
     resource = api.JOB
+    # The manager cluster's Job integration finishes the Workload once the Job shows the end that
+    # sync_finished copied: the manager leaves Finished to it (and writes it only as a fallback).
+    finished_by_local_integration = True
 
     def __init__(self, local_kube: KubeClient, local_jobs: Informer, clock: Clock) -> None:
         self.local_kube = local_kube

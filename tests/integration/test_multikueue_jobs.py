@@ -53,6 +53,15 @@ async def test_job_runs_on_a_worker_and_its_status_is_mirrored(fleet, kube, name
             return c if c and c["status"] == "True" else None
 
         await eventually(finished, timeout=30)
+        # The manager copied the Job's end and left the condition to the manager cluster's
+        # worker_agent, which finished it from the Job (the manager writes it only as a fallback).
+        current = await env.get(kube, api.WORKLOAD, name, namespace)
+        finishers = [
+            m["manager"]
+            for m in current["metadata"]["managedFields"]
+            if m.get("subresource") == "status" and '"Finished"' in str(m.get("fieldsV1"))
+        ]
+        assert finishers == ["kueue-job-controller-Finished"], finishers
 
         async def nothing_left():
             return (

@@ -462,6 +462,48 @@ class WorkloadWrites:
         """A Workload whose owner is gone: finished (OwnerNotFound, releasing its quota), then let go."""
         await finish_orphaned(self.kube, wl, self.agent.clock.now(), finish=True)
 
+    async def _adopt_prebuilt(
+        self, owner: Obj, name: str, owner_ref: Obj, in_sync: Callable[[Obj], bool]
+    ) -> Obj | None:
+        """A Workload created for `owner` beforehand (by MultiKueue, `name` from its
+        prebuilt-workload annotation): adopted (`owner_ref`, the controller reference, and the
+        job-uid label); marked Finished/OutOfSync when it does not describe the owner (`in_sync`).
+        None when it is not there, is controlled by something else, or is out of sync."""
+        namespace = owner["metadata"]["namespace"]
+        wl = self.agent.state.workloads.get(f"{namespace}/{name}")
+        if wl is None:
+            return None
+        uid = owner["metadata"]["uid"]
+        refs = wl["metadata"].get("ownerReferences") or ()
+        if not any(r.get("controller") and r.get("uid") == uid for r in refs):
+            if any(r.get("controller") for r in refs):
+                return None  # controlled by something else
+            labels = dict(wl["metadata"].get("labels") or {})
+            if len(uid) <= 63:
+                labels.setdefault(api.LABEL_JOB_UID, uid)
+            meta = {"ownerReferences": [*refs, owner_ref], "labels": labels}
+            meta["resourceVersion"] = wl["metadata"]["resourceVersion"]
+            try:
+                wl = await self.kube.patch_merge(api.WORKLOAD, name, {"metadata": meta}, namespace=namespace)
+            except NotFound:
+                return None
+            # A Conflict (the manager wrote the Workload meanwhile) propagates: the controller retries
+            # with backoff. Returning None would stop the owner until an event came for it, and none
+            # does: the Workload's events reach the owner through the reference not yet written.
+        if not wlstatus.is_finished(wl) and not in_sync(wl):
+            current = wlstatus.working_copy(wl)
+            wlstatus.set_condition(
+                current,
+                api.WORKLOAD_FINISHED,
+                api.CONDITION_TRUE,
+                api.REASON_OUT_OF_SYNC,
+                api.MSG_PREBUILT_WORKLOAD_OUT_OF_SYNC,
+                self.agent.clock.now(),
+            )
+            await self._apply_admission_status(current)
+            return None
+        return wl
+
     async def _remove_finalizer(self, wl: Obj) -> None:
         # Strict (RemoveFinalizersWithStrictPatch): fails on a stale copy and is retried.
         await set_finalizer(self.kube, api.WORKLOAD, wl, api.FINALIZER_RESOURCE_IN_USE, present=False)

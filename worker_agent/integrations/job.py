@@ -684,55 +684,10 @@ class JobIntegration(framework.WorkloadWrites):
         return result
 
     async def _prebuilt_workload(self, job: Obj, name: str) -> Obj | None:
-        """A Workload created for the Job beforehand (e.g. by MultiKueue): adopt it; mark it
-        Finished/OutOfSync when it does not describe the Job."""
-        namespace = job["metadata"]["namespace"]
-        wl = self.state.workloads.get(f"{namespace}/{name}")
-        if wl is None:
-            return None
-        uid = job["metadata"]["uid"]
-        ref = controlling_job(wl)
-        if ref is None or ref.get("uid") != uid:
-            if ref is not None or any(
-                r.get("controller") for r in wl["metadata"].get("ownerReferences") or ()
-            ):
-                return None  # controlled by something else
-            refs = [*(wl["metadata"].get("ownerReferences") or ()), self._owner_reference(job)]
-            labels = dict(wl["metadata"].get("labels") or {})
-            if len(uid) <= 63:
-                labels.setdefault(api.LABEL_JOB_UID, uid)
-            try:
-                wl = await self.kube.patch_merge(
-                    api.WORKLOAD,
-                    name,
-                    {
-                        "metadata": {
-                            "ownerReferences": refs,
-                            "labels": labels,
-                            "resourceVersion": wl["metadata"]["resourceVersion"],
-                        }
-                    },
-                    namespace=namespace,
-                )
-            except NotFound:
-                return None
-            # A Conflict (the manager wrote the Workload meanwhile) propagates: the controller retries
-            # with backoff. Returning None would stop the Job until an event came for it, and none
-            # does: the Workload's events reach the Job through the owner reference not yet written.
-        if not wlstatus.is_finished(wl) and not equivalent(job, wl, self._flavors()):
-            current = wlstatus.working_copy(wl)
-            now = self.agent.clock.now()
-            wlstatus.set_condition(
-                current,
-                api.WORKLOAD_FINISHED,
-                api.CONDITION_TRUE,
-                api.REASON_OUT_OF_SYNC,
-                api.MSG_PREBUILT_WORKLOAD_OUT_OF_SYNC,
-                now,
-            )
-            await self._apply_admission_status(current)
-            return None
-        return wl
+        """A Workload created for the Job beforehand (e.g. by MultiKueue): adopted, or None."""
+        return await self._adopt_prebuilt(
+            job, name, self._owner_reference(job), lambda wl: equivalent(job, wl, self._flavors())
+        )
 
     def _owner_reference(self, job: Obj) -> Obj:
         return framework.owner_reference({**job, "apiVersion": api.JOB.api_version, "kind": JOB_KIND})

@@ -565,49 +565,10 @@ class JobSetIntegration(framework.WorkloadWrites):
         return match, False
 
     async def _prebuilt_workload(self, job_set: Obj, name: str) -> Obj | None:
-        """A Workload created for the JobSet beforehand (by MultiKueue): adopt it; mark it
-        Finished/OutOfSync when it does not describe the JobSet."""
-        namespace = job_set["metadata"]["namespace"]
-        wl = self.state.workloads.get(f"{namespace}/{name}")
-        if wl is None:
-            return None
-        uid = job_set["metadata"]["uid"]
-        ref = controlling_job_set(wl)
-        if ref is None or ref.get("uid") != uid:
-            if any(r.get("controller") for r in wl["metadata"].get("ownerReferences") or ()):
-                return None  # controlled by something else
-            refs = [*(wl["metadata"].get("ownerReferences") or ()), self._owner_reference(job_set)]
-            labels = dict(wl["metadata"].get("labels") or {})
-            if len(uid) <= 63:
-                labels.setdefault(api.LABEL_JOB_UID, uid)
-            try:
-                wl = await self.kube.patch_merge(
-                    api.WORKLOAD,
-                    name,
-                    {
-                        "metadata": {
-                            "ownerReferences": refs,
-                            "labels": labels,
-                            "resourceVersion": wl["metadata"]["resourceVersion"],
-                        }
-                    },
-                    namespace=namespace,
-                )
-            except NotFound:
-                return None
-        if not wlstatus.is_finished(wl) and not equivalent(job_set, wl, self._flavors()):
-            current = wlstatus.working_copy(wl)
-            wlstatus.set_condition(
-                current,
-                api.WORKLOAD_FINISHED,
-                api.CONDITION_TRUE,
-                api.REASON_OUT_OF_SYNC,
-                api.MSG_PREBUILT_WORKLOAD_OUT_OF_SYNC,
-                self.agent.clock.now(),
-            )
-            await self._apply_admission_status(current)
-            return None
-        return wl
+        """A Workload created for the JobSet beforehand (by MultiKueue): adopted, or None."""
+        return await self._adopt_prebuilt(
+            job_set, name, self._owner_reference(job_set), lambda wl: equivalent(job_set, wl, self._flavors())
+        )
 
     def _owner_reference(self, job_set: Obj) -> Obj:
         return framework.owner_reference(

@@ -748,49 +748,13 @@ class TrainJobIntegration(framework.WorkloadWrites):
         return match, False
 
     async def _prebuilt_workload(self, train_job: Obj, runtime: Obj, name: str) -> Obj | None:
-        """A Workload created for the TrainJob beforehand (by MultiKueue): adopt it; mark it
-        Finished/OutOfSync when it does not describe the TrainJob."""
-        namespace = train_job["metadata"]["namespace"]
-        wl = self.state.workloads.get(f"{namespace}/{name}")
-        if wl is None:
-            return None
-        uid = train_job["metadata"]["uid"]
-        ref = controlling_train_job(wl)
-        if ref is None or ref.get("uid") != uid:
-            if any(r.get("controller") for r in wl["metadata"].get("ownerReferences") or ()):
-                return None  # controlled by something else
-            refs = [*(wl["metadata"].get("ownerReferences") or ()), self._owner_reference(train_job)]
-            labels = dict(wl["metadata"].get("labels") or {})
-            if len(uid) <= 63:
-                labels.setdefault(api.LABEL_JOB_UID, uid)
-            try:
-                wl = await self.kube.patch_merge(
-                    api.WORKLOAD,
-                    name,
-                    {
-                        "metadata": {
-                            "ownerReferences": refs,
-                            "labels": labels,
-                            "resourceVersion": wl["metadata"]["resourceVersion"],
-                        }
-                    },
-                    namespace=namespace,
-                )
-            except NotFound:
-                return None
-        if not wlstatus.is_finished(wl) and not equivalent(train_job, runtime, wl, self._flavors()):
-            current = wlstatus.working_copy(wl)
-            wlstatus.set_condition(
-                current,
-                api.WORKLOAD_FINISHED,
-                api.CONDITION_TRUE,
-                api.REASON_OUT_OF_SYNC,
-                api.MSG_PREBUILT_WORKLOAD_OUT_OF_SYNC,
-                self.agent.clock.now(),
-            )
-            await self._apply_admission_status(current)
-            return None
-        return wl
+        """A Workload created for the TrainJob beforehand (by MultiKueue): adopted, or None."""
+        return await self._adopt_prebuilt(
+            train_job,
+            name,
+            self._owner_reference(train_job),
+            lambda wl: equivalent(train_job, runtime, wl, self._flavors()),
+        )
 
     def _typed(self, train_job: Obj) -> Obj:
         return {**train_job, "apiVersion": api.TRAIN_JOB.api_version, "kind": TRAIN_JOB_KIND}

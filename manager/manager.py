@@ -530,9 +530,13 @@ class Manager:
         a job framework whose API is missing. Until then no object of that kind can exist here."""
         optional = (self.leaderworkersets, self.jobsets, self.trainjobs, self.profiles)
         for informer in [i for i in optional if i is not None]:
-            if await self.kube.serves(informer.resource):
-                continue
             resource = informer.resource
+            try:
+                if await self.kube.serves(resource):
+                    continue
+            except KubeClientError as exc:  # cannot tell now: start it, its watch retries as before
+                log.warning("cannot ask the server for an API", resource=resource.plural, error=str(exc))
+                continue
             log.info(
                 "No matching API in the server for job framework, deferring setting up controller",
                 gvk=f"{resource.group}/{resource.version}, Kind={resource.kind}",
@@ -556,10 +560,10 @@ class Manager:
     async def run(self) -> None:
         """Run until cancelled or until leadership is lost."""
         await self._start_servers()
-        await self._defer_missing_apis()
-        for informer in self.informers:
-            informer.start()
         try:
+            await self._defer_missing_apis()
+            for informer in self.informers:
+                informer.start()
             for informer in self.informers:
                 await informer.wait_synced()
             log.info("caches synced", workloads=len(self.workloads.store), clusters=len(self.clusters.store))

@@ -290,6 +290,7 @@ class WorkloadReconciler:
         if wl is None:
             wl = self.deleted.get(key)
             if wl is None:
+                self._local_finish_since.pop(key, None)
                 return None
         found = self.multikueue_check(wl)
         if found is None or found[1].get("state") == api.CHECK_STATE_REJECTED:

@@ -375,6 +375,18 @@ def admission_apply_body(wl: Obj, strict: bool = False) -> Obj:
     }
 
 
+def status_apply_body(wl: Obj, status: Obj) -> Obj:
+    """SSA body for the status subresource with only `status` (e.g. one condition), no
+    resourceVersion: for a field manager that owns just those fields."""
+    meta = wl["metadata"]
+    return {
+        "apiVersion": api.WORKLOAD.api_version,
+        "kind": api.WORKLOAD.kind,
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "status": status,
+    }
+
+
 async def apply_admission_status(kube: Any, wl: Obj, strict: bool = False) -> Obj:
     """Server-side apply (forced) of what `kueue-admission` owns in `wl`'s status; `strict` makes a
     stale copy fail with Conflict. API errors are the caller's to handle."""

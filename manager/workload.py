@@ -802,13 +802,9 @@ class WorkloadReconciler:
         here met its write with a 409 about once per Workload."""
         updated = wlutil.status_working_copy(wl)
         wlutil.set_condition(updated, api.WORKLOAD_FINISHED, "True", reason, message, self.clock.now())
-        meta = wl["metadata"]
-        body = {
-            "apiVersion": api.WORKLOAD.api_version,
-            "kind": api.WORKLOAD.kind,
-            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-            "status": {"conditions": [wlutil.condition(updated, api.WORKLOAD_FINISHED)]},
-        }
+        body = wlutil.status_apply_body(
+            wl, {"conditions": [wlutil.condition(updated, api.WORKLOAD_FINISHED)]}
+        )
         await self.kube.apply_status(api.WORKLOAD, body, api.FIELD_MANAGER_MULTIKUEUE_FINISH, force=True)
 
     async def _name_taken(

@@ -23,7 +23,10 @@ class OwnershipError(Exception):
 
 class Adapter(Protocol):
     """An adapter may also define `remote_cache_transform(obj) -> obj`: what the manager's watch
-    caches keep of a worker's object of this kind (default: kube_runtime.informer.compact)."""
+    caches keep of a worker's object of this kind (default: kube_runtime.informer.compact);
+    `multi_workload = True` (several Workloads per job, placed together) and
+    `finished_by_local_integration = True` (the manager cluster's job integration finishes the
+    Workload from the end `sync_finished` copied; the manager writes Finished only as a fallback)."""
 
     resource: api.Resource
 

@@ -524,13 +524,9 @@ class WorkloadWrites:
             current, api.WORKLOAD_FINISHED, api.CONDITION_TRUE, reason, message, self.agent.clock.now()
         ):
             return
-        condition = wlstatus.condition(current, api.WORKLOAD_FINISHED)
-        body = {
-            "apiVersion": api.API_VERSION,
-            "kind": api.WORKLOAD.kind,
-            "metadata": {"name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"]},
-            "status": {"conditions": [condition]},
-        }
+        body = wlstatus.status_apply_body(
+            wl, {"conditions": [wlstatus.condition(current, api.WORKLOAD_FINISHED)]}
+        )
         try:
             await self.kube.apply_status(api.WORKLOAD, body, api.FIELD_MANAGER_JOB_FINISHED, force=True)
         except NotFound:
@@ -543,12 +539,7 @@ class WorkloadWrites:
         )
 
     async def _apply_status(self, wl: Obj, status: Obj, field_manager: str) -> Obj:
-        body = {
-            "apiVersion": api.API_VERSION,
-            "kind": api.WORKLOAD.kind,
-            "metadata": {"name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"]},
-            "status": status,
-        }
+        body = wlstatus.status_apply_body(wl, status)
         try:
             return await self.kube.apply_status(api.WORKLOAD, body, field_manager, force=True)
         except NotFound:

@@ -29,6 +29,15 @@ Obj = dict[str, Any]
 # Pod counts a running Job reports; a suspended Job whose pods are gone reports none.
 _POD_COUNTS = ("active", "ready", "terminating")
 
+# A running Job's progress (pods active, ready, counted as they end) is mirrored at most once per
+# interval: the worker's job controller writes its status several times within moments (the pod
+# started, then ready; at its end the pod uncounted, counted, then the Job's conditions), and each
+# copy is a write on the manager cluster that the manager cluster's worker_agent reconciles again.
+# A held-back change is written when the interval is over (the reconcile is requeued as deferred)
+# or with the next change that is not held back: the end of a run and a suspension go at once.
+MIRROR_MIN_INTERVAL_SECONDS = 1.0
+_MIRROR_MEMORY = 4096  # Jobs whose last mirror time is kept; older ones are forgotten first
+
 # Labels the Job controller adds to the pod template; the worker's apiserver adds its own.
 _GENERATED_TEMPLATE_LABELS = (
     "controller-uid",
@@ -77,6 +86,18 @@ def mirrored_status(local: Obj, remote_status: Obj) -> Obj:
     return status
 
 
+def progress_only(local: Obj, remote_status: Obj) -> bool:
+    """Whether copying `remote_status` onto the manager's Job only moves a running Job on: no end
+    (Complete, Failed) and no suspension on either side. A pod that ended but is not counted yet
+    is progress: the end follows within moments, and is written at once."""
+    if suspended(local) or job_finished({"status": remote_status}):
+        return False
+    return not any(
+        c.get("type") == api.JOB_CONDITION_SUSPENDED and c.get("status") == "True"
+        for c in remote_status.get("conditions") or ()
+    )
+
+
 def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
     meta = local_job["metadata"]
     spec = copy.deepcopy(local_job.get("spec") or {})
@@ -115,6 +136,7 @@ class JobAdapter:
         self.local_kube = local_kube
         self.local_jobs = local_jobs
         self.clock = clock
+        self._mirrored_at: dict[str, float] = {}  # Job key -> monotonic time of its last mirror
 
     def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:
         job = self.local_job(namespace, name)
@@ -143,8 +165,7 @@ class JobAdapter:
             await remote.kube.create(api.JOB, remote_job_copy(local, workload_name, remote.origin))
             return False
         if not suspended(local) or suspended(remote_job) or job_finished(remote_job):
-            await self._mirror_status(local, remote_job.get("status") or {})
-            return False
+            return not await self._mirror_status(local, remote_job.get("status") or {}, coalesce=True)
         # The manager's Job is still suspended (not yet Admitted here) while the worker runs it.
         await self._mark_suspended(local)
         return True
@@ -172,14 +193,29 @@ class JobAdapter:
         with contextlib.suppress(NotFound):
             await self.local_kube.patch_status_merge(api.JOB, meta["name"], patch, meta["namespace"])
 
-    async def _mirror_status(self, local: Obj, remote_status: Obj) -> None:
+    async def _mirror_status(self, local: Obj, remote_status: Obj, coalesce: bool = False) -> bool:
+        """Copy the worker's status; False when a progress-only change is held back (`coalesce`)."""
         local_status = local.get("status") or {}
         remote_status = mirrored_status(local, remote_status)
         if local_status == remote_status:
-            return
-        patch = merge_patch(local_status, remote_status)
+            return True
         meta = local["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        now = self.clock.monotonic()
+        if coalesce and progress_only(local, remote_status):
+            last = self._mirrored_at.get(key)
+            if last is not None and now - last < MIRROR_MIN_INTERVAL_SECONDS:
+                return False
+        patch = merge_patch(local_status, remote_status)
         await self.local_kube.patch_status_merge(api.JOB, meta["name"], {"status": patch}, meta["namespace"])
+        self._remember_mirror(key, now)
+        return True
+
+    def _remember_mirror(self, key: str, now: float) -> None:
+        self._mirrored_at.pop(key, None)
+        self._mirrored_at[key] = now
+        while len(self._mirrored_at) > _MIRROR_MEMORY:  # oldest first: dicts keep insertion order
+            del self._mirrored_at[next(iter(self._mirrored_at))]
 
     async def _mark_suspended(self, local: Obj) -> None:
         conditions = list((local.get("status") or {}).get("conditions") or ())

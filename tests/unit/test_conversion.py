@@ -367,7 +367,8 @@ def review(desired: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "ConversionReview",
-        "request": {"uid": "r-1", "desiredAPIVersion": desired, "objects": objects},
+        # A copy, as a request body decoded afresh is: the webhook converts its objects in place.
+        "request": {"uid": "r-1", "desiredAPIVersion": desired, "objects": copy.deepcopy(objects)},
     }
 
 

@@ -41,7 +41,9 @@ def review(body: Obj) -> Obj:
     for obj in request.get("objects") or ():
         kind = obj.get("kind") if isinstance(obj, dict) else None
         try:
-            converted.append(conversion.convert(obj, str(kind), version))
+            # In place: the objects are this request's own, decoded from its body; a failure
+            # answers with none of them.
+            converted.append(conversion.convert(obj, str(kind), version, in_place=True))
         except conversion.ConversionError as exc:
             name = ((obj or {}).get("metadata") or {}).get("name", "")
             return _failure(uid, f"{kind} {name!r}: {exc}")

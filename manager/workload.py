@@ -625,7 +625,10 @@ class WorkloadReconciler:
                 )
 
     async def _mark_ready(self, wl: Obj, state: Obj, cluster: str, message: str, became_ready: bool) -> None:
-        """One admission-status apply: the check Ready, clusterName set, nominations cleared."""
+        """One admission-status apply: the check Ready, clusterName set, nominations cleared, and
+        Admitted when every other check is Ready too (upstream's manager cluster writes that in a
+        second write, from its workload controller; the manager cluster's worker_agent still
+        records the Admitted Event and metrics when it sees it)."""
         base = wl
         if self.external_nominations and (wl.get("status") or {}).get("nominatedClusterNames"):
             meta = wl["metadata"]
@@ -636,6 +639,8 @@ class WorkloadReconciler:
         self._set_state(updated, state["name"], api.CHECK_STATE_READY, message, keep_time=not became_ready)
         updated["status"]["clusterName"] = cluster
         updated["status"].pop("nominatedClusterNames", None)
+        if not wlutil.is_evicted(updated):
+            wlutil.sync_admitted_condition(updated, self.clock.now())
         await wlutil.apply_admission_status(self.kube, updated, strict=True)
 
     async def _deactivate_remote(self, client: RemoteClient, wl: Obj, remote: Obj | None) -> None:

@@ -269,6 +269,9 @@ class AdmissionState:
         # in the cache; they block the next cycle as not-ready workloads do.
         self._admitting: set[str] = set()
         self._blocked_written: set[str] = set()
+        # Workloads whose Admitted=True the workload controller is writing (noted before the
+        # write): that write's watch event is not an admission by another writer.
+        self._own_admissions: set[str] = set()
         self.decisions_total = 0
         self.cycles_total = 0
         self.engine_cpu_seconds = 0.0
@@ -487,6 +490,7 @@ class AdmissionState:
 
     def _on_workload(self, old: Obj | None, new: Obj) -> None:
         self._route_workload(old, new)
+        self._admitted_elsewhere(old, new)
         key = object_key(new)
         self._notify_wl(key)
         for obj in (old, new):
@@ -512,6 +516,7 @@ class AdmissionState:
         self.scheduler.observe_removed(key)
         self._forget_pending_write(key)
         self._applied.pop(key, None)
+        self._own_admissions.discard(key)
         cq = info.cluster_queue if info is not None else self.cluster_queue_for(obj)
         if cq:
             self.request_flush([cq])
@@ -519,6 +524,35 @@ class AdmissionState:
         queue = (obj.get("spec") or {}).get("queueName")
         if queue:
             self._notify_lq(f"{obj['metadata']['namespace']}/{queue}")
+
+    def note_own_admission(self, key: str) -> None:
+        self._own_admissions.add(key)
+
+    def drop_own_admission(self, key: str) -> None:
+        self._own_admissions.discard(key)
+
+    def _admitted_elsewhere(self, old: Obj | None, new: Obj) -> None:
+        """A Workload holding quota became Admitted in a write that is not ours: the MultiKueue
+        manager sets its check Ready and Admitted in one write (upstream's manager cluster takes
+        a second one, from its workload controller). The Admitted Event and metrics are this
+        cluster's, as if the workload controller had written it."""
+        if old is None or not wlstatus.is_admitted(new) or wlstatus.is_admitted(old):
+            return
+        key = object_key(new)
+        if key in self._own_admissions:
+            self._own_admissions.discard(key)
+            return
+        if not wlstatus.has_quota_reservation(old):
+            return  # the scheduler's own admission (no checks): announced where it was written
+        now = self.clock.now()
+        cq = self.cluster_queue_for(new) or ""
+        if self.metrics is not None:
+            self.metrics.admitted(cq, wlstatus.seconds_since(new["metadata"].get("creationTimestamp"), now))
+        if self.recorder is not None:
+            reserved = wlstatus.condition(new, api.WORKLOAD_QUOTA_RESERVED) or {}
+            wait = wlstatus.seconds_since(reserved.get("lastTransitionTime"), now)
+            note = api.admitted_event_message(cq, wait)
+            self._spawn(self.recorder.event(new, api.EVENT_NORMAL, api.EVENT_ADMITTED, "Reconcile", note))
 
     def _route_workload(self, old: Obj | None, new: Obj) -> None:
         """Event routing: into the cache, into the queues, or out of both."""

@@ -119,7 +119,12 @@ class WorkloadController:
                 if not was_admitted and wlstatus.is_admitted(wl):
                     reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED) or {}
                     wait = wlstatus.seconds_since(reserved.get("lastTransitionTime"), now)
-                    await self._write(wl)
+                    self.state.note_own_admission(key)  # its watch event may come before the answer
+                    try:
+                        await self._write(wl)
+                    except BaseException:
+                        self.state.drop_own_admission(key)
+                        raise
                     await self._event(
                         wl,
                         api.EVENT_NORMAL,

@@ -144,6 +144,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         upstream_kueue_config=upstream_kueue_config(args.upstream_kueue_config, upstream),
         upstream_kueue_lifted=args.upstream_kueue_lifted,
         shared_etcd=args.shared_etcd,
+        apiserver_profiling=args.apiserver_profiling,
         light_workers=args.light_workers,
         jobset=not args.no_jobset,
         trainer=not args.no_trainer and not args.no_jobset,
@@ -454,6 +455,12 @@ def main(argv: list[str] | None = None) -> int:
         "too (kube-scheduler, kwok, fake nodes, the LWS and JobSet controllers), and pods behave like "
         "upstream's test image: `entrypoint-tester` pods succeed, others run until ended through "
         "`kubectl exec ... curl .../exit?code=N` (docs/conformance.md)",
+    )
+    u.add_argument(
+        "--apiserver-profiling",
+        action="store_true",
+        help="the kube-apiservers serve /debug/pprof (off by default): "
+        "kubectl get --raw '/debug/pprof/profile?seconds=30' > cpu.pprof; go tool pprof -top cpu.pprof",
     )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")

@@ -66,6 +66,9 @@ class FleetOptions:
     upstream_kueue_lifted: bool = False
     # One etcd (the manager's) serves every apiserver, each under its own key prefix (--etcd-prefix).
     shared_etcd: bool = False
+    # The apiservers serve /debug/pprof (`up --apiserver-profiling`): where their CPU goes, read with
+    # `kubectl get --raw '/debug/pprof/profile?seconds=30' > cpu.pprof` and `go tool pprof`.
+    apiserver_profiling: bool = False
     # Workers without kube-controller-manager, kube-scheduler, kwok, nodes or the LWS controller:
     # Workloads are admitted there, no pod is ever created (enough for MultiKueue dispatch benchmarks).
     light_workers: bool = False
@@ -227,7 +230,7 @@ class ControlPlane:
                     "--enable-priority-and-fairness=false",
                     "--max-requests-inflight=0",
                     "--max-mutating-requests-inflight=0",
-                    "--profiling=false",
+                    f"--profiling={'true' if self.opts.apiserver_profiling else 'false'}",
                     # ConfigMaps bypass the watch cache, so compacting etcd makes a stale watch get 410 Gone
                     # deterministically (tests of informer re-list use ConfigMaps).
                     "--watch-cache-sizes=configmaps#0",

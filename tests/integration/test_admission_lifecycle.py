@@ -24,6 +24,7 @@ from admission_kit import (
 from kube_runtime import api
 from kube_runtime.client import KubeClient
 from worker_agent import admission
+from worker_agent.controllers.workload import CHECKS_LIST_GRACE_SECONDS
 
 pytestmark = pytest.mark.realcluster
 
@@ -472,3 +473,40 @@ async def test_a_pending_message_is_rewritten_at_most_once_per_interval_and_ends
     assert len(live) >= 2, changes
     # 0.2 s of slack for the poll interval and apiserver latency.
     assert all(gap >= interval - 0.2 for gap in gaps), (gaps, changes)
+
+
+async def test_a_new_workloads_checks_come_with_its_reservation_and_a_waiting_ones_soon_after(kube, cluster):
+    """The checks of a Workload admitted at once are written with its quota reservation, not in a
+    write of their own before it; those of a Workload that waits appear on their own within
+    moments (CHECKS_LIST_GRACE_SECONDS)."""
+    ns = cluster.namespace
+    check = unique("check")
+    await cluster.active_admission_check(check, "example.com/test")
+    await _queue(cluster, cpu="1", admission_checks=[check])
+    seen: list[dict] = []
+
+    async def record() -> None:
+        async for kind, obj in kube.watch(api.WORKLOAD, namespace=ns):
+            if kind in ("ADDED", "MODIFIED") and obj["metadata"]["name"] == "fits":
+                seen.append(obj)
+
+    watcher = asyncio.create_task(record())
+    try:
+        await asyncio.sleep(0.5)
+        async with running_agent(kube, gates=GRANULAR_REASONS):
+            await cluster.create(workload(ns, "fits", "main", {"cpu": "1"}))
+            await eventually(lambda: cluster.reserved("fits"))
+            await cluster.create(workload(ns, "waits", "main", {"cpu": "1"}))
+
+            async def waiting_checks():
+                wl = await cluster.wl("waits")
+                return (wl.get("status") or {}).get("admissionChecks")
+
+            (state,) = await eventually(waiting_checks, timeout=CHECKS_LIST_GRACE_SECONDS + 15)
+            assert (state["name"], state["state"]) == (check, "Pending")
+            assert not condition_is(await cluster.wl("waits"), api.WORKLOAD_QUOTA_RESERVED)
+    finally:
+        watcher.cancel()
+    with_checks = [o for o in seen if (o.get("status") or {}).get("admissionChecks")]
+    assert with_checks, "the watch saw no version of the Workload with its checks"
+    assert condition_is(with_checks[0], api.WORKLOAD_QUOTA_RESERVED), with_checks[0].get("status")

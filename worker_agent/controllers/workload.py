@@ -36,6 +36,12 @@ BYPASS_CHECKED_REASONS = frozenset(
 )
 
 
+# A pending Workload's admission checks (Pending) are written by the scheduler with its quota
+# reservation; the workload controller writes them on their own once the Workload is this old and
+# still waits (upstream's writes them at once, often a moment before the reservation that repeats them).
+CHECKS_LIST_GRACE_SECONDS = 2.0
+
+
 class WorkloadController:
     def __init__(
         self,
@@ -103,16 +109,18 @@ class WorkloadController:
         cq = self.state.cluster_queues.get(cq_name) if cq_name else None
 
         # --- admission checks
+        checks_synced = False
         if cq is not None:
             admission = (wl.get("status") or {}).get("admission")
             required = wlstatus.required_admission_checks(cq.get("spec") or {}, admission)
-            changed |= wlstatus.sync_admission_checks(wl, required, now)
+            checks_synced = wlstatus.sync_admission_checks(wl, required, now)
 
         result = await self._reconcile_checks(wl, now)
         if result is not None:
             return result if result is not True else None
 
         if wlstatus.has_quota_reservation(wl):
+            changed |= checks_synced
             was_admitted = wlstatus.is_admitted(wl)
             if wlstatus.sync_admitted_condition(wl, now):
                 changed = True
@@ -153,6 +161,14 @@ class WorkloadController:
         changed |= self._restarted_queues(wl, lq, cq, now)
         problem = self._queue_problems(wl, lq, cq, cq_name, now)
         changed |= problem or self._bypassed(wl, key, now)
+        created = wl["metadata"].get("creationTimestamp")
+        if checks_synced and not changed and created:
+            hold = CHECKS_LIST_GRACE_SECONDS - wlstatus.seconds_since(created, now)
+            if hold > 0:
+                # A new Workload's checks, and nothing else: the scheduler writes them with the quota
+                # reservation, usually within moments; this write would be one more on the Workload.
+                return Result(requeue_after=min(hold, requeue_after) if requeue_after else hold)
+        changed |= checks_synced
         if changed:
             await self._write(wl)
         return Result(requeue_after=requeue_after) if requeue_after else None

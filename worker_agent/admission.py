@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime as dt
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
@@ -544,15 +545,18 @@ class AdmissionState:
             return
         if not wlstatus.has_quota_reservation(old):
             return  # the scheduler's own admission (no checks): announced where it was written
-        now = self.clock.now()
-        cq = self.cluster_queue_for(new) or ""
+        self._spawn(self.announce_admitted(new, self.cluster_queue_for(new) or "", self.clock.now()))
+
+    async def announce_admitted(self, wl: Obj, cq: str, now: dt.datetime) -> None:
+        """The admitted metrics and the Admitted Event of a Workload that holds quota and whose
+        checks became Ready (the scheduler announces its own admissions)."""
         if self.metrics is not None:
-            self.metrics.admitted(cq, wlstatus.seconds_since(new["metadata"].get("creationTimestamp"), now))
+            self.metrics.admitted(cq, wlstatus.seconds_since(wl["metadata"].get("creationTimestamp"), now))
         if self.recorder is not None:
-            reserved = wlstatus.condition(new, api.WORKLOAD_QUOTA_RESERVED) or {}
+            reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED) or {}
             wait = wlstatus.seconds_since(reserved.get("lastTransitionTime"), now)
             note = api.admitted_event_message(cq, wait)
-            self._spawn(self.recorder.event(new, api.EVENT_NORMAL, api.EVENT_ADMITTED, "Reconcile", note))
+            await self.recorder.event(wl, api.EVENT_NORMAL, api.EVENT_ADMITTED, "Reconcile", note)
 
     def _route_workload(self, old: Obj | None, new: Obj) -> None:
         """Event routing: into the cache, into the queues, or out of both."""

@@ -36,7 +36,6 @@ _POD_COUNTS = ("active", "ready", "terminating")
 # A held-back change is written when the interval is over (the reconcile is requeued as deferred)
 # or with the next change that is not held back: the end of a run and a suspension go at once.
 MIRROR_MIN_INTERVAL_SECONDS = 1.0
-_MIRROR_MEMORY = 4096  # Jobs whose last mirror time is kept; older ones are forgotten first
 
 # Labels the Job controller adds to the pod template; the worker's apiserver adds its own.
 _GENERATED_TEMPLATE_LABELS = (
@@ -136,7 +135,8 @@ class JobAdapter:
         self.local_kube = local_kube
         self.local_jobs = local_jobs
         self.clock = clock
-        self._mirrored_at: dict[str, float] = {}  # Job key -> monotonic time of its last mirror
+        # Job key -> monotonic time of its last mirror, oldest first; kept for the interval only.
+        self._mirrored_at: dict[str, float] = {}
 
     def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:
         job = self.local_job(namespace, name)
@@ -165,7 +165,7 @@ class JobAdapter:
             await remote.kube.create(api.JOB, remote_job_copy(local, workload_name, remote.origin))
             return False
         if not suspended(local) or suspended(remote_job) or job_finished(remote_job):
-            return not await self._mirror_status(local, remote_job.get("status") or {}, coalesce=True)
+            return not await self._mirror_status(local, remote_job.get("status") or {})
         # The manager's Job is still suspended (not yet Admitted here) while the worker runs it.
         await self._mark_suspended(local)
         return True
@@ -193,8 +193,9 @@ class JobAdapter:
         with contextlib.suppress(NotFound):
             await self.local_kube.patch_status_merge(api.JOB, meta["name"], patch, meta["namespace"])
 
-    async def _mirror_status(self, local: Obj, remote_status: Obj, coalesce: bool = False) -> bool:
-        """Copy the worker's status; False when a progress-only change is held back (`coalesce`)."""
+    async def _mirror_status(self, local: Obj, remote_status: Obj) -> bool:
+        """Copy the worker's status; False when a progress-only change is held back (an end is
+        never: a finished Job's status is not progress)."""
         local_status = local.get("status") or {}
         remote_status = mirrored_status(local, remote_status)
         if local_status == remote_status:
@@ -202,7 +203,7 @@ class JobAdapter:
         meta = local["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         now = self.clock.monotonic()
-        if coalesce and progress_only(local, remote_status):
+        if progress_only(local, remote_status):
             last = self._mirrored_at.get(key)
             if last is not None and now - last < MIRROR_MIN_INTERVAL_SECONDS:
                 return False
@@ -214,7 +215,8 @@ class JobAdapter:
     def _remember_mirror(self, key: str, now: float) -> None:
         self._mirrored_at.pop(key, None)
         self._mirrored_at[key] = now
-        while len(self._mirrored_at) > _MIRROR_MEMORY:  # oldest first: dicts keep insertion order
+        # Oldest first (a dict keeps insertion order): a time older than the interval holds nothing back.
+        while now - next(iter(self._mirrored_at.values())) >= MIRROR_MIN_INTERVAL_SECONDS:
             del self._mirrored_at[next(iter(self._mirrored_at))]
 
     async def _mark_suspended(self, local: Obj) -> None:

@@ -122,6 +122,7 @@ def agent_state() -> types.SimpleNamespace:
         _spawn=lambda coro: tasks.append(asyncio.ensure_future(coro)),
         tasks=tasks,
     )
+    state.announce_admitted = lambda *a: AdmissionState.announce_admitted(state, *a)  # type: ignore[arg-type]
     state.seen = lambda old, new: AdmissionState._admitted_elsewhere(state, old, new)  # type: ignore[arg-type]
     return state
 

@@ -125,25 +125,13 @@ class WorkloadController:
             if wlstatus.sync_admitted_condition(wl, now):
                 changed = True
                 if not was_admitted and wlstatus.is_admitted(wl):
-                    reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED) or {}
-                    wait = wlstatus.seconds_since(reserved.get("lastTransitionTime"), now)
                     self.state.note_own_admission(key)  # its watch event may come before the answer
                     try:
                         await self._write(wl)
                     except BaseException:
                         self.state.drop_own_admission(key)
                         raise
-                    await self._event(
-                        wl,
-                        api.EVENT_NORMAL,
-                        api.EVENT_ADMITTED,
-                        api.admitted_event_message(cq_name or "", wait),
-                    )
-                    if self.metrics is not None:
-                        self.metrics.admitted(
-                            cq_name or "",
-                            wlstatus.seconds_since(wl["metadata"].get("creationTimestamp"), now),
-                        )
+                    await self.state.announce_admitted(wl, cq_name or "", now)
                     return None
             stop = await self._reconcile_queue_state(wl, lq, cq, cq_name, now)
             if stop is not None:

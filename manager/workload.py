@@ -372,6 +372,9 @@ class WorkloadReconciler:
                 )  # fmt: skip
                 return None
             synced = await adapter.sync_finished(group.available[cluster], namespace, owner_name)
+            if synced:
+                # A job that ended before any progress was copied: its end is the first status copied.
+                self.metrics.stage(key, "status_mirrored")
             waited = wlutil.seconds_since(condition.get("lastTransitionTime"), self.clock.now())
             if not synced and waited < FINISHED_SYNC_WAIT:
                 # The Workload finishes once its job's end is copied: finished, it is never synced again.

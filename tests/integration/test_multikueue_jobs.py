@@ -53,6 +53,13 @@ async def test_job_runs_on_a_worker_and_its_status_is_mirrored(fleet, kube, name
             return c if c and c["status"] == "True" else None
 
         await eventually(finished, timeout=30)
+        # Every stage of the dispatch was timed once, the status copy too (whether the Job's first
+        # copied status was its progress or already its end).
+        for stage in ("dispatched", "remote_admitted", "check_ready", "status_mirrored"):
+            count = env.manager.registry.get_sample_value(
+                "kueue_federation_multikueue_dispatch_stage_seconds_count", {"stage": stage}
+            )
+            assert count == 1, (stage, count)
         # The manager copied the Job's end and left the condition to the manager cluster's
         # worker_agent, which finished it from the Job (the manager writes it only as a fallback).
         current = await env.get(kube, api.WORKLOAD, name, namespace)

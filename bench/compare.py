@@ -55,6 +55,7 @@ from bench import common
 from bench.common import SHM, BenchError, Obj, end_on_sigterm, say, set_prog, utc_now, write_json
 from bench.compare_fair import (
     KUEUE_REQUESTS_FLOOR_PER_WL,
+    add_above_floor,
     admit_all,
     admitted_at,
     compare,
@@ -64,6 +65,7 @@ from bench.compare_fair import (
     format_comparisons,
 )
 from bench.compare_fair import steady_rate as steady
+from bench.compare_floor import measure_no_kueue
 from bench.compare_summary import (
     DEFAULT_ENGINES,
     ENGINES,
@@ -204,6 +206,7 @@ class RunningPods:
     full: dict[str, float] = field(default_factory=dict)  # owner -> `expect` pods seen running
     seen: set[str] = field(default_factory=set)  # pod uids counted
     expect: dict[str, int] = field(default_factory=dict)  # owner -> pods it runs (LWS)
+    succeeded: dict[str, float] = field(default_factory=dict)  # owner -> first pod seen Succeeded
 
     def observe(self, pod: Obj, now: float) -> None:
         meta = pod.get("metadata") or {}
@@ -211,6 +214,8 @@ class RunningPods:
         owner = labels.get(POD_LABEL_JOB) or labels.get("job-name") or labels.get(POD_LABEL_LWS)
         uid = meta.get("uid")
         phase = (pod.get("status") or {}).get("phase")
+        if owner and phase == "Succeeded":
+            self.succeeded.setdefault(owner, now)
         if not owner or not uid or uid in self.seen or phase not in ("Running", "Succeeded"):
             return
         self.seen.add(uid)
@@ -307,16 +312,21 @@ class CompareRun:
             await asyncio.sleep(0.2)
         say(f"{what}: {sum(1 for n in names if n not in reached)} not seen Running on a worker in time")
 
-    async def measure(self) -> Obj:
-        args = self.args
-        informers = await self.watch_pods()
-        # The fleet's CPU at rest first (controllers' resyncs, leases, kwok's heartbeats): a slower arm
-        # runs longer and pays more of it, so the report also gives the CPU above it.
+    async def sample_idle(self) -> None:
+        """The fleet's CPU at rest (controllers' resyncs, leases, kwok's heartbeats): a slower arm runs
+        longer and pays more of it, so the report also gives the CPU above it."""
         idle = ProcessSampler(self.fleet.processes(), interval=IDLE_SECONDS)
         idle.start()
         await asyncio.sleep(IDLE_SECONDS)
         await idle.stop()
         self.idle_cpu_per_s = sum(f.cpu_s or 0.0 for f in idle.figures.values()) / IDLE_SECONDS
+
+    async def measure(self) -> Obj:
+        if not self.engine.kueue:
+            return await measure_no_kueue(self)
+        args = self.args
+        informers = await self.watch_pods()
+        await self.sample_idle()
         sampler = ProcessSampler(self.fleet.processes(), interval=0.5)
         jobs_result: RunResult | None = None
         lws_result = None
@@ -423,22 +433,33 @@ class CompareRun:
             and len(times) == args.jobs
             and lws_complete
         )
-        cpu = {label: f.cpu_s for label, f in sampler.figures.items()}
-        fleet = fleet_cpu(cpu, workloads_of(args), os.cpu_count() or 1)
-        above_idle = fleet["fleet_cpu_s"] - self.idle_cpu_per_s * self.sampled_s
+        running = [self.pods.first[n] for n in run.names if n in self.pods.first]
         return {
             "complete": complete,
             "binding_limit": self.engine.binding_limit(),
             "jobs_admitted_or_finished": len(times),
             "throughput_wl_s": steady(times, args.jobs),
+            "running_rate_wl_s": steady(running, args.jobs),
+            "jobs_ended_seen": sum(1 for n in run.names if n in self.pods.succeeded),
             "throughput_first_to_last_wl_s": summary.get("throughput_wl_s"),
             "admit_all_s": admit_all([r.submitted for r in records], times, args.jobs),
             "p50_admitted_s": dist.p50,
             "p95_admitted_s": dist.p95,
             "p99_admitted_s": dist.p99,
+            **self.fleet_figures(sampler, summary),
+        }
+
+    def fleet_figures(self, sampler: ProcessSampler, summary: Obj) -> Obj:
+        """The whole fleet's CPU during the run (per Workload, by kind, above its rest) and the
+        manager cluster's Kueue memory."""
+        workloads = workloads_of(self.args)
+        cpu = {label: f.cpu_s for label, f in sampler.figures.items()}
+        fleet = fleet_cpu(cpu, workloads, os.cpu_count() or 1)
+        above_idle = fleet["fleet_cpu_s"] - self.idle_cpu_per_s * self.sampled_s
+        return {
             **fleet,
             "fleet_idle_cpu_per_s": self.idle_cpu_per_s,
-            "fleet_cpu_ms_per_wl_above_idle": 1000.0 * above_idle / workloads_of(args),
+            "fleet_cpu_ms_per_wl_above_idle": 1000.0 * above_idle / workloads,
             "fleet_cpu_s_by_process": dict(sorted(cpu.items())),
             "manager_cluster_rss_mib": summary.get("manager_peak_rss_mib"),
         }
@@ -455,6 +476,7 @@ class CompareRun:
                 self.engine.client_qps,
                 self.engine.client_burst,
                 upstream_kueue=self.engine.upstream_clusters,
+                kueue=self.engine.kueue,
                 extra_up_args=(
                     "--no-sample",
                     "--keep-on-failure",
@@ -528,6 +550,7 @@ def write_payload(
     for name, arm in arms.items():
         if arm:
             arm["engine"] = name
+    add_above_floor(arms)
     table = compare(arms)
     if args.json:
         meta = {

@@ -27,6 +27,7 @@ COMPARISONS = (
 # The figures of an arm (medians over its complete repeats); "higher"/"lower" is better.
 ARM_FIGURES: dict[str, str] = {
     "throughput_wl_s": "higher",
+    "running_rate_wl_s": "higher",
     "admit_all_s": "lower",
     "p50_admitted_s": "lower",
     "p99_admitted_s": "lower",
@@ -47,6 +48,10 @@ ARM_FIGURES: dict[str, str] = {
 #   its worker:      create the copy; reserve and admit it in one write; Finished; delete the copy
 #                    (its finalizer dropped in the same write that finishes it)            -> 4
 KUEUE_REQUESTS_FLOOR_PER_WL = 8
+# The arm without Kueue (bench.compare_floor): the mix straight on the workers, the fleet's floor.
+FLOOR_ARM = "no_kueue"
+# What each other arm is also given above the floor arm's: what its queueing and federation cost.
+ABOVE_FLOOR_FIGURES = ("fleet_cpu_ms_per_wl", "fleet_cpu_ms_per_wl_above_idle", "api_requests_per_wl")
 # Kinds of fleet process, by their localfleet component name.
 CPU_KINDS = ("apiservers", "etcd", "controllers", "kwok", "kueue")
 
@@ -83,7 +88,7 @@ def admit_all(submitted: Iterable[float], times: Sequence[float], total: int) ->
 
 
 def cpu_kind(component: str) -> str:
-    if component in ("manager", "worker-agent", "upstream-kueue"):
+    if component in ("manager", "worker-agent", "upstream-kueue", "conversion-webhook"):
         return "kueue"
     if component.startswith("kube-apiserver") or component == "apiserver":
         return "apiservers"
@@ -156,9 +161,29 @@ def fold(repeats: Sequence[Obj | None]) -> Obj:
     return out
 
 
+def add_above_floor(arms: Mapping[str, Obj | None]) -> None:
+    """When the floor arm completed, every other completed arm gets `above_floor`: its
+    ABOVE_FLOOR_FIGURES less the floor's (what its queueing and federation cost per Workload), and
+    `running_rate_of_floor`, its steady rate of Jobs reaching a Running pod as a share of the floor's
+    (the same figure with nothing in the way)."""
+    floor = arms.get(FLOOR_ARM)
+    if not floor or not floor["completed"]:
+        return
+    for name, arm in arms.items():
+        if not arm or name == FLOOR_ARM or not arm["completed"]:
+            continue
+        above: Obj = {}
+        for fig in ABOVE_FLOOR_FIGURES:
+            mine, base = arm.get(fig), floor.get(fig)
+            above[fig] = None if mine is None or base is None else mine - base
+        above["running_rate_of_floor"] = ratio(arm.get("running_rate_wl_s"), floor.get("running_rate_wl_s"))
+        arm["above_floor"] = above
+
+
 def compare(arms: Mapping[str, Obj | None]) -> dict[str, Obj]:
     """ratios.<defaults|lifted|least_loaded>: ours / theirs for every ARM_FIGURES key, or why there
-    is none."""
+    is none; with the floor arm's figures (add_above_floor), `above_floor`: ours / theirs of what
+    each spends above the floor."""
     out: dict[str, Obj] = {}
     for key, ours_name, theirs_name in COMPARISONS:
         ours, theirs = arms.get(ours_name), arms.get(theirs_name)
@@ -174,6 +199,9 @@ def compare(arms: Mapping[str, Obj | None]) -> dict[str, Obj]:
             "upstream": theirs_name,
             **{fig: ratio(ours.get(fig), theirs.get(fig)) for fig in ARM_FIGURES},
         }
+        if "above_floor" in ours and "above_floor" in theirs:
+            mine, base = ours["above_floor"], theirs["above_floor"]
+            out[key]["above_floor"] = {fig: ratio(mine[fig], base[fig]) for fig in ABOVE_FLOOR_FIGURES}
     return out
 
 
@@ -210,6 +238,13 @@ def format_arms(arms: Mapping[str, Obj | None]) -> str:
         f"{fmt(per_floor(arms[n].get('api_requests_per_wl_kueue_group')), digits=2):>28}" for n in names
     )
     lines.append("   " + f"  kueue.x-k8s.io / floor {floor}".ljust(width) + cells)
+    if any("above_floor" in arms[n] for n in names):
+        for fig in (*ABOVE_FLOOR_FIGURES, "running_rate_of_floor"):
+            values = [(arms[n].get("above_floor") or {}).get(fig) for n in names]
+            cells = "".join(f"{fmt(v, digits=2):>28}" for v in values)
+            where = f"({FLOOR_ARM})" if fig == "running_rate_of_floor" else f"above {FLOOR_ARM}"
+            label = f"  {fig} {where}"
+            lines.append("   " + label.ljust(width) + cells)
     lines += request_kind_lines({n: arms[n].get("api_requests_per_wl_by_kind") or {} for n in names})
     return "\n".join(lines)
 
@@ -252,4 +287,6 @@ def format_comparisons(table: Mapping[str, Obj]) -> str:
             continue
         lines.append(head)
         lines += [f"      {fig.ljust(34)}{fmt(row.get(fig), digits=2)}" for fig in ARM_FIGURES]
+        for fig, value in (row.get("above_floor") or {}).items():
+            lines.append(f"      {(fig + ' above ' + FLOOR_ARM).ljust(34)}{fmt(value, digits=2)}")
     return "\n".join(lines)

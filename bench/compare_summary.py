@@ -19,7 +19,8 @@ from bench.stats import Distribution, distribution, fmt, per, total
 
 # Each side at its shipped client budget, then every client of both at one equal lifted budget
 # (upstream_tuned: upstream built with our worker-client patch, hack/patches/).
-ENGINES = ("ours", "upstream", "ours_lifted", "upstream_tuned", "ours_least_loaded")
+# no_kueue (only with --engines, bench.compare_floor): the same mix straight on the workers, no Kueue.
+ENGINES = ("ours", "upstream", "ours_lifted", "upstream_tuned", "ours_least_loaded", "no_kueue")
 # The arms a run has without --engines: the four of the fair comparison.
 DEFAULT_ENGINES = ENGINES[:4]
 # The lifted budget's default: upstream's own clientConnection default, for every client of both.
@@ -44,8 +45,11 @@ class Engine:
     client_burst: int | None
     lifted_workers: bool = False  # upstream built with our worker-client patch
     dispatcher: str | None = None  # our manager's dispatcher (localfleet's name); None: AllAtOnce
+    kueue: bool = True  # False: no Kueue on the fleet, the mix created straight on the workers
 
     def client_budget(self) -> str:
+        if not self.kueue:
+            return "none (no Kueue)"
         if self.upstream_clusters:
             qps = UPSTREAM_DEFAULT_QPS if self.client_qps is None else self.client_qps
             burst = UPSTREAM_DEFAULT_BURST if self.client_burst is None else self.client_burst
@@ -64,6 +68,8 @@ class Engine:
                 "client-go's 5 qps / 10 burst per API resource of each MultiKueue worker client "
                 "(v0.19.2 has no setting for them)"
             )
+        if not self.kueue:
+            return "no Kueue (the mix created straight on the workers): the machine's CPU"
         if self.name == "ours":
             return f"our client budget, {DEFAULT_CLIENT_QPS:g} qps / {DEFAULT_CLIENT_BURST} burst per kind"
         return "no client budget (lifted above the run's request rate): the machine's CPU"
@@ -82,6 +88,7 @@ def engines(args: argparse.Namespace) -> list[Engine]:
         "ours_least_loaded": Engine(
             "ours_least_loaded", (), args.lifted_qps, args.lifted_burst, dispatcher="LeastLoaded"
         ),
+        "no_kueue": Engine("no_kueue", (), None, None, kueue=False),
     }
     return [known[name] for name in args.engines]
 
@@ -166,7 +173,7 @@ def summarize(
     worker_requests = total([v for c, v in requests.items() if c.startswith("worker")])
     return {
         "engine": engine.name,
-        "kueue": "ours" if not engine.upstream_clusters else "upstream",
+        "kueue": ("ours" if not engine.upstream_clusters else "upstream") if engine.kueue else "none",
         "client_budget": engine.client_budget(),
         "jobs": args.jobs,
         "lws": args.lws,
@@ -230,6 +237,9 @@ def jobset_figures(result: Any) -> Obj:
 def format_engine(summary: Obj) -> str:
     n = summary["workloads"]
 
+    def rate(value: float | None) -> str:
+        return fmt(value, "/s")
+
     def dist(prefix: str) -> str:
         values = [summary[f"{prefix.replace('*', q)}"] for q in ("p50", "p95", "p99")]
         if all(v is None for v in values):
@@ -241,7 +251,9 @@ def format_engine(summary: Obj) -> str:
             "Jobs submitted / Admitted / pods Running seen",
             " / ".join(f"{summary[k]:,}" for k in ("jobs_submitted", "jobs_admitted", "jobs_running_seen")),
         ),
+        ("Jobs whose pod was seen Succeeded by the end of the run", f"{summary.get('jobs_ended_seen', 0):,}"),
         ("steady rate, Job Workloads admitted /s (10 % -> 90 %)", fmt(summary["throughput_wl_s"], "/s")),
+        ("steady rate, Jobs with a pod Running /s (10 % -> 90 %)", rate(summary.get("running_rate_wl_s"))),
         ("all Jobs admitted after (first submission -> last)", fmt(summary.get("admit_all_s"), "s")),
         ("Job submitted -> Admitted (manager) p50/p95/p99", dist("*_admitted_s")),
         ("Job submitted -> pod Running (worker) p50/p95/p99", dist("*_running_s")),
@@ -316,6 +328,11 @@ def format_engine(summary: Obj) -> str:
         f"== {summary['engine']}: {summary['kueue']} Kueue, client {summary['client_budget']}, "
         f"{n:,} Workloads"
     ]
+    if summary["kueue"] == "none":
+        lines.append(
+            "   no Kueue: the Jobs and LWS were created straight on the workers, nothing is admitted; "
+            "the figures to read are pods Running, CPU and requests"
+        )
     if summary["error"]:
         lines.append(f"   ERROR: {summary['error']}")
     if summary["timed_out"]:

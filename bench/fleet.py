@@ -149,6 +149,7 @@ class Fleet(_LocalFleetDir):
     def __init__(self, run_dir: Path, owned: bool) -> None:
         super().__init__(run_dir)
         self.owned = owned
+        self.kueue = True  # a fleet with Kueue (MultiKueue set up); start(kueue=False): none
 
     def start(
         self,
@@ -158,18 +159,19 @@ class Fleet(_LocalFleetDir):
         client_burst: int | None = None,
         upstream_kueue: Sequence[str] = (),
         extra_up_args: Sequence[str] = (),
+        kueue: bool = True,
     ) -> None:
         """`upstream_kueue`: clusters that run upstream Kueue instead of ours (`up --upstream-kueue`);
-        `extra_up_args`: more `localfleet up` flags (bench.scale: --shared-etcd --light-workers)."""
+        `extra_up_args`: more `localfleet up` flags (bench.scale: --shared-etcd --light-workers);
+        `kueue=False`: the same fleet with no Kueue at all (bench.compare's no_kueue arm)."""
+        self.kueue = kueue
         say(
             f"starting a fleet in {self.run_dir}: {workers} workers x {size.nodes} nodes of "
             f"{size.cpu} CPU / {size.memory} / {size.pods} pods"
         )
         started = time.monotonic()
         self._up(
-            "--agents",
-            "--manager",
-            "--setup-multikueue",
+            *(("--agents", "--manager", "--setup-multikueue") if kueue else ()),
             "--no-smoke",
             "--workers",
             str(workers),
@@ -197,7 +199,7 @@ class Fleet(_LocalFleetDir):
         if self.state.get("status") != "up":
             raise BenchError(f"the fleet in {self.run_dir} is {self.state.get('status')!r}, not up")
         manager = self.clusters.get("manager", {})
-        if MANAGER_COMPONENT not in manager and UPSTREAM_COMPONENT_STATE not in manager:
+        if self.kueue and MANAGER_COMPONENT not in manager and UPSTREAM_COMPONENT_STATE not in manager:
             raise BenchError(
                 f"the fleet in {self.run_dir} runs no manager: start it with `up --agents --manager`"
             )

@@ -121,6 +121,7 @@ def test_running_pods_time_the_first_pod_of_a_job_and_every_pod_of_an_lws():
     pods.observe(pod("5", "Running"), 7.0)  # no owner
     assert pods.first == {"job-a": 2.0, "job-b": 4.0, "lws-a": 5.0}
     assert pods.full["lws-a"] == 6.0
+    assert pods.succeeded == {"job-a": 3.0, "job-b": 4.0}  # when each Job's pod was first seen ended
     assert compare.running_latencies({"job-a": 0.5, "job-c": 1.0}, pods.first) == [1.5]
 
 
@@ -298,3 +299,13 @@ def test_the_least_loaded_arm_is_ours_lifted_with_our_dispatcher_and_only_on_req
     assert least.upstream_clusters == () and least.dispatcher == "LeastLoaded"
     assert lifted.dispatcher is None and by_name["upstream_tuned"].dispatcher is None
     assert (least.client_qps, least.client_burst) == (lifted.client_qps, lifted.client_burst)
+
+
+def test_the_no_kueue_arm_runs_no_kueue_and_only_on_request():
+    assert "no_kueue" not in compare.parse_args([]).engines
+    args = compare.parse_args(["--engines", "no_kueue,ours_lifted"])
+    by_name = {e.name: e for e in compare_summary.engines(args)}
+    floor = by_name["no_kueue"]
+    assert not floor.kueue and floor.upstream_clusters == () and by_name["ours_lifted"].kueue
+    assert floor.client_budget() == "none (no Kueue)"
+    assert "no Kueue" in floor.binding_limit() and "machine's CPU" in floor.binding_limit()

@@ -111,3 +111,47 @@ def test_ratios_compare_defaults_and_lifted_arms_and_never_a_truncated_one():
     assert least["throughput_wl_s"] == pytest.approx(4.0)
     assert compare_fair.per_floor(12.0) == 1.5 and compare_fair.per_floor(None) is None
     json.dumps({"arms": arms, "ratios": table})  # the --json payload serializes
+
+
+def test_the_no_kueue_floor_gives_each_arm_what_it_spends_above_it_and_the_ratio_of_those():
+    def arm(cpu: float, requests: float, running: float) -> dict:
+        return compare_fair.fold(
+            [repeat(1.0, fleet_cpu_ms_per_wl=cpu, api_requests_per_wl=requests, running_rate_wl_s=running)]
+        )
+
+    arms = {
+        "ours_lifted": arm(300.0, 70.0, 8.0),
+        "upstream_tuned": arm(600.0, 120.0, 4.0),
+        "ours": compare_fair.fold([repeat(1.0, complete=False)]),
+        "no_kueue": arm(100.0, 20.0, 16.0),
+    }
+    compare_fair.add_above_floor(arms)
+    assert arms["ours_lifted"]["above_floor"]["fleet_cpu_ms_per_wl"] == pytest.approx(200.0)
+    assert arms["upstream_tuned"]["above_floor"]["api_requests_per_wl"] == pytest.approx(100.0)
+    assert arms["ours_lifted"]["above_floor"]["running_rate_of_floor"] == pytest.approx(0.5)
+    assert "above_floor" not in arms["ours"]  # truncated: no figure, so none above the floor
+    assert "above_floor" not in arms["no_kueue"]
+    lifted = compare_fair.compare(arms)["lifted"]
+    assert lifted["fleet_cpu_ms_per_wl"] == pytest.approx(0.5)  # the whole, as before
+    assert lifted["above_floor"]["fleet_cpu_ms_per_wl"] == pytest.approx(0.4)  # 200 / 500
+    assert lifted["above_floor"]["api_requests_per_wl"] == pytest.approx(0.5)  # 50 / 100
+    assert "fleet_cpu_ms_per_wl above no_kueue" in compare_fair.format_arms(arms)
+    assert "api_requests_per_wl above no_kueue" in compare_fair.format_comparisons({"lifted": lifted})
+    # A floor arm that did not complete gives nothing above it.
+    truncated = compare_fair.fold([repeat(1.0, complete=False)])
+    arms = {"ours_lifted": arm(300.0, 70.0, 8.0), "no_kueue": truncated}
+    compare_fair.add_above_floor(arms)
+    assert "above_floor" not in arms["ours_lifted"]
+
+
+def test_the_no_kueue_arm_creates_the_same_objects_without_a_queue_and_unsuspended():
+    from bench.compare_floor import direct
+    from bench.federation_run import job_object
+    from bench.lws_mix import lws_object
+
+    job = direct(job_object("j", "r", keep_running=False, managed_by=False))
+    assert job["spec"]["suspend"] is False and "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
+    assert job["metadata"]["labels"]["kueue-federation.dev/bench-run"] == "r"
+    lws = direct(lws_object("l", "r", 2, 3))
+    assert "kueue.x-k8s.io/queue-name" not in lws["metadata"]["labels"] and "suspend" not in lws["spec"]
+    assert lws["spec"]["replicas"] == 2

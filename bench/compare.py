@@ -16,6 +16,9 @@
                    AllAtOnce: one copy per Workload, to the worker with the fewest copies waiting
                    for quota; upstream has no such dispatcher, so it is compared with upstream_tuned
                    (ratios.least_loaded), while ratios.lifted stays AllAtOnce against AllAtOnce
+  no_kueue         (only with --engines) the same fleet with no Kueue: the same Jobs and LWS created
+                   straight on the workers (bench.compare_floor), the floor every other arm's CPU
+                   and requests are also given above (above_floor, in the arms and the ratios)
 
 Arms are interleaved (ours, upstream, ours_lifted, upstream_tuned, then again) `--repeat` times
 (default 3). A repeat whose fleet fails to start is retried once, its logs kept, and reported as
@@ -36,6 +39,8 @@ apiserver's `apiserver_request_total` (all, and those of kueue.x-k8s.io).
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 1 --engines ours_lifted,upstream_tuned
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 1 \
       --engines ours_lifted,ours_least_loaded,upstream_tuned
+  .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 3 \
+      --engines no_kueue,ours_lifted,upstream_tuned
 """
 
 from __future__ import annotations

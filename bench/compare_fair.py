@@ -288,5 +288,5 @@ def format_comparisons(table: Mapping[str, Obj]) -> str:
         lines.append(head)
         lines += [f"      {fig.ljust(34)}{fmt(row.get(fig), digits=2)}" for fig in ARM_FIGURES]
         for fig, value in (row.get("above_floor") or {}).items():
-            lines.append(f"      {(fig + ' above ' + FLOOR_ARM).ljust(34)}{fmt(value, digits=2)}")
+            lines.append(f"      {(fig + ' above ' + FLOOR_ARM).ljust(50)}{fmt(value, digits=2)}")
     return "\n".join(lines)

@@ -255,3 +255,65 @@ def test_prebuilt_workload_name_annotation_first():
     assert job_mod.prebuilt_workload_name(both) == "a"
     assert job_mod.prebuilt_workload_name(job(labels={api.LABEL_PREBUILT_WORKLOAD_NAME: "b"})) == "b"
     assert job_mod.prebuilt_workload_name(job()) is None
+
+
+def _apply_json_patch(obj, ops):
+    """The `test` and `replace` operations of RFC 6902 on plain paths (all start_patch uses);
+    None when a test fails, as the apiserver refuses the whole patch then."""
+    import copy as _copy
+
+    result = _copy.deepcopy(obj)
+    for op in ops:
+        *parents, last = op["path"].lstrip("/").split("/")
+        node = result
+        for part in parents:
+            node = node[part]
+        if op["op"] == "test":
+            if node.get(last) != op["value"]:
+                return None
+        elif op["op"] == "replace":
+            assert last in node, f"replace of a missing {op['path']} is refused by the apiserver"
+            node[last] = op["value"]
+        elif op["op"] == "add":
+            node[last] = op["value"]
+        else:
+            raise AssertionError(f"unexpected op {op['op']}")
+    return result
+
+
+def test_the_start_is_one_patch_that_fails_only_when_what_it_read_changed():
+    wl = admitted_workload()
+    info = framework.podset_infos(wl, FLAVORS)["main"]
+    original = job()
+    started = job_mod.started_job(original, job_mod.main_podset(wl), info)
+    ops = job_mod.start_patch(original, started)
+    assert all("resourceVersion" not in op["path"] for op in ops)
+    # The job controller's status write meanwhile (a new resourceVersion) does not stop it.
+    later = job(status={"conditions": [{"type": "Suspended", "status": "True"}]})
+    later["metadata"]["resourceVersion"] = "2"
+    patched = _apply_json_patch(later, ops)
+    assert patched["spec"] == started["spec"] and patched["status"] == later["status"]
+    # A change to what the start was computed from does: already started, the template edited, the
+    # Job replaced by another of the same name.
+    assert _apply_json_patch(job(suspend=False), ops) is None
+    assert _apply_json_patch(job(template_labels={"edited": "yes"}), ops) is None
+    other = job()
+    other["metadata"]["uid"] = "uid-2"
+    assert _apply_json_patch(other, ops) is None
+
+
+def test_a_partial_admission_start_patches_the_counts_it_read():
+    annotations = {
+        api.ANNOTATION_JOB_MIN_PARALLELISM: "1",
+        api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM: "true",
+    }
+    original = job(4, 4, annotations=annotations, completion_mode="Indexed")
+    wl = admitted_workload(count=2, podset_count=4, min_count=1)
+    wl["spec"]["podSets"][0]["template"] = job_mod.job_podsets(original)[0]["template"]
+    info = framework.podset_infos(wl, FLAVORS)["main"]
+    started = job_mod.started_job(original, job_mod.main_podset(wl), info)
+    ops = job_mod.start_patch(original, started)
+    patched = _apply_json_patch(original, ops)
+    assert (patched["spec"]["parallelism"], patched["spec"]["completions"]) == (2, 2)
+    assert patched["spec"] == started["spec"]
+    assert _apply_json_patch(job(3, 4, annotations=annotations, completion_mode="Indexed"), ops) is None

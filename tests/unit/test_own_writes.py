@@ -55,3 +55,14 @@ def test_keys_are_apart_and_forget_drops_one():
     assert not writes.lagging("ns/a", _obj("5"))
     assert writes.lagging("ns/b", _obj("5"))
     assert not writes.lagging("ns/b", None)  # the object is gone: nothing to wait for
+
+
+def test_a_version_written_by_another_between_our_read_and_our_write_lags_too():
+    writes = OwnWrites(clock=FakeClock().monotonic)
+    writes.wrote("ns/j", _obj("5"), _obj("9"))  # read 5; the job controller wrote 7 before our 9
+    assert writes.lagging("ns/j", _obj("7"))  # still older than what we wrote
+    assert writes.lagging("ns/j", _obj("8"))
+    assert not writes.lagging("ns/j", _obj("10"))  # newer than our write: current
+    assert len(writes) == 0
+    writes.wrote("ns/j", _obj("a"), _obj("c"))  # not numbers: only the replaced one is known
+    assert writes.lagging("ns/j", _obj("a")) and not writes.lagging("ns/j", _obj("b"))

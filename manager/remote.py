@@ -42,6 +42,9 @@ COPY_HOLDING = "holding"
 # each asked every worker again. A foreign object created inside the window is still caught:
 # creating the job then fails with AlreadyExists, which always looks again (see sync_job).
 NO_FOREIGN_OBJECT_TTL_SECONDS = 10.0
+# A job object this manager created on a worker counts as there until the worker's watch shows it
+# (or its deletion), at most this long.
+CREATED_UNSEEN_SECONDS = 10.0
 
 
 def copy_state(obj: Obj) -> tuple[str, ...]:
@@ -165,6 +168,10 @@ class RemoteClient:
         self._withdrawn: OrderedDict[str, dt.datetime] = OrderedDict()
         # (plural, namespace/name) -> monotonic time of a GET that found no foreign object there.
         self._no_foreign: OrderedDict[tuple[str, str], float] = OrderedDict()
+        # (plural, namespace/name) -> (monotonic time, the API's answer) of the job objects this
+        # manager created that the watch has not shown yet: a reconcile that runs again before it
+        # does would create the object a second time (a 409 and a read-back).
+        self._created: OrderedDict[tuple[str, str], tuple[float, Obj]] = OrderedDict()
 
     # -- state -------------------------------------------------------------------------------
 
@@ -228,6 +235,26 @@ class RemoteClient:
     def forget_no_foreign_object(self, resource: api.Resource, namespace: str, name: str) -> None:
         self._no_foreign.pop((resource.plural, f"{namespace}/{name}"), None)
 
+    def remember_created(self, resource: api.Resource, obj: Obj) -> None:
+        now = self.clock.monotonic()
+        while self._created:
+            if now - next(iter(self._created.values()))[0] < CREATED_UNSEEN_SECONDS:
+                break
+            self._created.popitem(last=False)
+        key = (resource.plural, object_key(obj))
+        self._created.pop(key, None)
+        self._created[key] = (now, obj)
+
+    def created_unseen(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
+        """The object as this manager created it, while the watch has not shown it (nor its deletion)."""
+        entry = self._created.get((resource.plural, f"{namespace}/{name}"))
+        if entry is None or self.clock.monotonic() - entry[0] >= CREATED_UNSEEN_SECONDS:
+            return None
+        return entry[1]
+
+    def forget_created(self, resource: api.Resource, namespace: str, name: str) -> None:
+        self._created.pop((resource.plural, f"{namespace}/{name}"), None)
+
     def finished_gone(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
         """The last state seen of a finished object of ours that is no longer on the worker."""
         entry = self._finished_gone.get((resource.plural, f"{namespace}/{name}"))
@@ -248,6 +275,7 @@ class RemoteClient:
         return bool(uid) and uid in self._withdrawn
 
     def remember_deleted(self, resource: api.Resource, obj: Obj) -> None:
+        self._created.pop((resource.plural, object_key(obj)), None)
         now = self.clock.now()
         while self._finished_gone:
             oldest = next(iter(self._finished_gone.values()))[0]

@@ -78,7 +78,8 @@ async def remote_object(
     else one GET."""
     cached = remote.cache(resource)
     if cached is not None:
-        return cached.get(f"{namespace}/{name}")
+        obj = cached.get(f"{namespace}/{name}")
+        return obj if obj is not None else remote.created_unseen(resource, namespace, name)
     try:
         return await remote.kube.get(resource, name, namespace)
     except NotFound:
@@ -136,4 +137,13 @@ async def delete_if_owned(
         return False
     with contextlib.suppress(NotFound):
         await remote.kube.delete(resource, name, namespace, propagation_policy=propagation)
+    remote.forget_created(resource, namespace, name)
     return True
+
+
+async def create_remote(remote: RemoteClient, resource: api.Resource, body: Obj) -> Obj:
+    """Create a job object on the worker; it counts as there (remote_object) until the watch shows
+    it, so that a reconcile running again meanwhile does not create it twice."""
+    created = await remote.kube.create(resource, body)
+    remote.remember_created(resource, created)
+    return created

@@ -14,6 +14,7 @@ from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, compact
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
+    create_remote,
     delete_if_owned,
     owned_by,
     remote_object,
@@ -162,7 +163,7 @@ class JobAdapter:
                 # the Workload copy's Finished (or its disappearance) follows.
                 await self._mirror_status(local, ended.get("status") or {})
                 return False
-            await remote.kube.create(api.JOB, remote_job_copy(local, workload_name, remote.origin))
+            await create_remote(remote, api.JOB, remote_job_copy(local, workload_name, remote.origin))
             return False
         if not suspended(local) or suspended(remote_job) or job_finished(remote_job):
             return not await self._mirror_status(local, remote_job.get("status") or {})

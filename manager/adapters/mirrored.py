@@ -13,7 +13,13 @@ from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.informer import Informer, compact
 from kueue_domain.naming import prebuilt_workload_name
-from manager.adapters.base import delete_if_owned, owned_by, remote_object, remote_or_finished_gone
+from manager.adapters.base import (
+    create_remote,
+    delete_if_owned,
+    owned_by,
+    remote_object,
+    remote_or_finished_gone,
+)
 from manager.adapters.job import merge_patch
 
 if TYPE_CHECKING:
@@ -82,7 +88,7 @@ class MirroredStatusAdapter:
                 # It ran and finished, then the worker deleted it: its end is copied, never re-run.
                 await self._mirror_status(local, ended.get("status") or {})
                 return False
-            await remote.kube.create(self.resource, self.remote_copy(local, workload_name, remote.origin))
+            await create_remote(remote, self.resource, self.remote_copy(local, workload_name, remote.origin))
             return False
         await self._mirror_status(local, remote_obj.get("status") or {})
         return False

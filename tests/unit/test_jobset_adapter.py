@@ -111,6 +111,13 @@ class FakeRemote:
     def finished_gone(self, resource: api.Resource, namespace: str, name: str) -> dict | None:
         return self.gone
 
+    # RemoteClient's memory of its creates the watch has not shown yet (tested in test_remote_client.py).
+    def remember_created(self, resource: api.Resource, obj: dict) -> None:
+        self.created = obj
+
+    def created_unseen(self, resource: api.Resource, namespace: str, name: str) -> dict | None:
+        return getattr(self, "created", None)
+
 
 def adapter(*job_sets: dict) -> tuple[JobSetAdapter, FakeKube]:
     kube = FakeKube()
@@ -145,6 +152,14 @@ async def test_sync_creates_the_copy_on_the_worker_when_missing():
     assert body["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == "wl-1"
     assert body["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == ORIGIN
     assert local_kube.calls == []
+
+
+async def test_a_copy_created_but_not_yet_shown_by_the_watch_is_not_created_again():
+    jobsets, _ = adapter(local_job_set())
+    remote = FakeRemote()
+    await jobsets.sync_job(remote, "team-a", "trainer", "wl-1")
+    await jobsets.sync_job(remote, "team-a", "trainer", "wl-1")  # the watch has not shown it yet
+    assert [verb for verb, _ in remote.kube.calls] == ["create"]
 
 
 async def test_sync_mirrors_the_whole_worker_status_onto_the_manager_jobset():

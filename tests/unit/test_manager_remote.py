@@ -377,3 +377,22 @@ async def test_no_foreign_object_found_is_trusted_for_a_few_seconds_unless_asked
         await foreign_object(client, api.JOB, "team-a", "job") == foreign
     )  # a foreign one is never remembered
     assert client.kube.gets == 5  # type: ignore[attr-defined]
+
+
+async def test_an_object_created_counts_as_there_until_the_watch_shows_it_or_its_deletion(
+    clock: FakeClock,
+) -> None:
+    client = new_client(clock)
+    job = {"metadata": {"name": "j", "namespace": "ns", "uid": "u1"}}
+    assert client.created_unseen(api.JOB, "ns", "j") is None
+    client.remember_created(api.JOB, job)
+    assert client.created_unseen(api.JOB, "ns", "j") == job
+    assert client.created_unseen(api.JOB_SET, "ns", "j") is None  # per kind
+    client.remember_deleted(api.JOB, job)  # the watch showed its deletion
+    assert client.created_unseen(api.JOB, "ns", "j") is None
+    client.remember_created(api.JOB, job)
+    client.forget_created(api.JOB, "ns", "j")  # deleted by this manager
+    assert client.created_unseen(api.JOB, "ns", "j") is None
+    client.remember_created(api.JOB, job)
+    await clock.advance(10.0)  # a watch event lost: the memory does not hold for long
+    assert client.created_unseen(api.JOB, "ns", "j") is None

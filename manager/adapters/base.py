@@ -141,6 +141,13 @@ async def delete_if_owned(
     return True
 
 
+def just_created(remote: RemoteClient, resource: api.Resource, obj: Obj) -> bool:
+    """Whether `obj` is what this manager created moments ago, not yet shown by the worker's watch:
+    nothing to copy from it yet (its status is the worker's to fill); its watch event comes back."""
+    meta = obj.get("metadata") or {}
+    return obj is remote.created_unseen(resource, meta.get("namespace", ""), meta.get("name", ""))
+
+
 async def create_remote(remote: RemoteClient, resource: api.Resource, body: Obj) -> Obj:
     """Create a job object on the worker; it counts as there (remote_object) until the watch shows
     it, so that a reconcile running again meanwhile does not create it twice."""

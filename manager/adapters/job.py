@@ -16,6 +16,7 @@ from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     create_remote,
     delete_if_owned,
+    just_created,
     owned_by,
     remote_object,
     remote_or_finished_gone,
@@ -165,6 +166,8 @@ class JobAdapter:
                 return False
             await create_remote(remote, api.JOB, remote_job_copy(local, workload_name, remote.origin))
             return False
+        if just_created(remote, api.JOB, remote_job):
+            return True
         if not suspended(local) or suspended(remote_job) or job_finished(remote_job):
             return not await self._mirror_status(local, remote_job.get("status") or {})
         # The manager's Job is still suspended (not yet Admitted here) while the worker runs it.

@@ -16,6 +16,7 @@ from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     create_remote,
     delete_if_owned,
+    just_created,
     owned_by,
     remote_object,
     remote_or_finished_gone,
@@ -90,6 +91,8 @@ class MirroredStatusAdapter:
                 return False
             await create_remote(remote, self.resource, self.remote_copy(local, workload_name, remote.origin))
             return False
+        if just_created(remote, self.resource, remote_obj):
+            return True
         await self._mirror_status(local, remote_obj.get("status") or {})
         return False
 

@@ -77,6 +77,9 @@ class Remote:
     def finished_gone(self, resource: api.Resource, namespace: str, name: str) -> None:
         return None
 
+    def created_unseen(self, resource: api.Resource, namespace: str, name: str) -> None:
+        return None  # the worker's Job is in its watch cache
+
 
 def fleet(local_status: dict) -> tuple[JobAdapter, LocalKube, FakeClock]:
     jobs = Informer(manager_job(local_status))

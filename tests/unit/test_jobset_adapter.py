@@ -155,11 +155,13 @@ async def test_sync_creates_the_copy_on_the_worker_when_missing():
 
 
 async def test_a_copy_created_but_not_yet_shown_by_the_watch_is_not_created_again():
-    jobsets, _ = adapter(local_job_set())
+    jobsets, local_kube = adapter(local_job_set(status=RUNNING))
     remote = FakeRemote()
-    await jobsets.sync_job(remote, "team-a", "trainer", "wl-1")
-    await jobsets.sync_job(remote, "team-a", "trainer", "wl-1")  # the watch has not shown it yet
+    assert await jobsets.sync_job(remote, "team-a", "trainer", "wl-1") is False
+    # The watch has not shown it yet: not created again, and its empty status is not copied (deferred).
+    assert await jobsets.sync_job(remote, "team-a", "trainer", "wl-1") is True
     assert [verb for verb, _ in remote.kube.calls] == ["create"]
+    assert local_kube.calls == []
 
 
 async def test_sync_mirrors_the_whole_worker_status_onto_the_manager_jobset():

@@ -60,7 +60,8 @@ class OwnWrites:
             self._written[key] = new
 
     def lagging(self, key: str, cached: Obj | None) -> bool:
-        """True while `cached` is a version a write of ours has replaced (and not expired)."""
+        """True while `cached` is a version a write of ours has replaced, or older than our latest
+        write (and the memory has not expired)."""
         entry = self._replaced.get(key)
         if entry is None:
             return False

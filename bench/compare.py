@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
 import time
@@ -70,7 +69,7 @@ from bench.compare_fair import (
     format_comparisons,
 )
 from bench.compare_fair import steady_rate as steady
-from bench.compare_floor import measure_no_kueue
+from bench.compare_floor import measure_no_kueue, stop_watches
 from bench.compare_summary import (
     DEFAULT_ENGINES,
     ENGINES,
@@ -393,11 +392,7 @@ class CompareRun:
             after = await self.scrape_all("after")
             apiservers_after = await self.scrape_apiservers("after")
         finally:
-            for informer, client in informers:
-                with contextlib.suppress(Exception):
-                    await informer.stop()
-                with contextlib.suppress(Exception):
-                    await client.close()
+            await stop_watches(informers)
         cluster_of_host = {self.fleet.host_of(c): c for c in self.fleet.clusters}
         job_submitted = {r.name: r.submitted for r in run.recorder.jobs.values() if r.submitted is not None}
         summary = summarize(

@@ -98,6 +98,15 @@ async def wait_all(names: Sequence[str], reached: Mapping[str, float], timeout_s
         await asyncio.sleep(0.1)
 
 
+async def stop_watches(informers: Sequence[tuple[Any, Any]]) -> None:
+    """Stop each (informer, its client) of CompareRun.watch_pods, whatever fails."""
+    for informer, client in informers:
+        with contextlib.suppress(Exception):
+            await informer.stop()
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
 async def measure_no_kueue(run: CompareRun) -> Obj:
     """The `no_kueue` arm's repeat on `run`'s fleet (started without Kueue): the Jobs, then the
     LeaderWorkerSets, straight on the workers; their pods watched as in the other arms."""
@@ -142,11 +151,7 @@ async def measure_no_kueue(run: CompareRun) -> Obj:
         run.sampled_s = time.monotonic() - run.sampled_from
         apiservers_after = await run.scrape_apiservers("after")
     finally:
-        for informer, client in informers:
-            with contextlib.suppress(Exception):
-                await informer.stop()
-            with contextlib.suppress(Exception):
-                await client.close()
+        await stop_watches(informers)
         for client in clients:
             with contextlib.suppress(Exception):
                 await client.close()

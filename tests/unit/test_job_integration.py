@@ -186,16 +186,24 @@ def test_start_injects_podset_info_and_unsuspends():
     assert job_mod.started_job(job(suspend=False), job_mod.main_podset(wl), info) is None
 
 
-def test_partial_admission_sets_parallelism_and_stop_restores_it():
-    annotations = {
-        api.ANNOTATION_JOB_MIN_PARALLELISM: "1",
-        api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM: "true",
-    }
-    original = job(4, 4, annotations=annotations, completion_mode="Indexed")
+PARTIAL_ADMISSION = {
+    api.ANNOTATION_JOB_MIN_PARALLELISM: "1",
+    api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM: "true",
+}
+
+
+def partially_admitted(parallelism: int = 4) -> tuple[dict, dict, dict]:
+    """(an Indexed Job of `parallelism` pods that allows partial admission, its Workload admitted
+    for 2 of 4, that Job started)."""
+    original = job(parallelism, 4, annotations=PARTIAL_ADMISSION, completion_mode="Indexed")
     wl = admitted_workload(count=2, podset_count=4, min_count=1)
     wl["spec"]["podSets"][0]["template"] = job_mod.job_podsets(original)[0]["template"]
     info = framework.podset_infos(wl, FLAVORS)["main"]
-    started = job_mod.started_job(original, job_mod.main_podset(wl), info)
+    return original, wl, job_mod.started_job(original, job_mod.main_podset(wl), info)
+
+
+def test_partial_admission_sets_parallelism_and_stop_restores_it():
+    original, wl, started = partially_admitted()
     assert (started["spec"]["parallelism"], started["spec"]["completions"]) == (2, 2)
     assert job_mod.equivalent(started, wl, FLAVORS)
 
@@ -303,17 +311,9 @@ def test_the_start_is_one_patch_that_fails_only_when_what_it_read_changed():
 
 
 def test_a_partial_admission_start_patches_the_counts_it_read():
-    annotations = {
-        api.ANNOTATION_JOB_MIN_PARALLELISM: "1",
-        api.ANNOTATION_JOB_COMPLETIONS_EQUAL_PARALLELISM: "true",
-    }
-    original = job(4, 4, annotations=annotations, completion_mode="Indexed")
-    wl = admitted_workload(count=2, podset_count=4, min_count=1)
-    wl["spec"]["podSets"][0]["template"] = job_mod.job_podsets(original)[0]["template"]
-    info = framework.podset_infos(wl, FLAVORS)["main"]
-    started = job_mod.started_job(original, job_mod.main_podset(wl), info)
+    original, _, started = partially_admitted()
     ops = job_mod.start_patch(original, started)
     patched = _apply_json_patch(original, ops)
     assert (patched["spec"]["parallelism"], patched["spec"]["completions"]) == (2, 2)
     assert patched["spec"] == started["spec"]
-    assert _apply_json_patch(job(3, 4, annotations=annotations, completion_mode="Indexed"), ops) is None
+    assert _apply_json_patch(partially_admitted(3)[0], ops) is None

@@ -87,6 +87,12 @@ def _expire(marks: OrderedDict[str, dt.datetime], now: dt.datetime) -> None:
         marks.popitem(last=False)
 
 
+def _drop_older(marks: OrderedDict, now: float, ttl: float, stamp: Callable[[Any], float]) -> None:
+    """Drops the marks (oldest first, `stamp` giving each one's monotonic time) `ttl` old or older."""
+    while marks and now - stamp(next(iter(marks.values()))) >= ttl:
+        marks.popitem(last=False)
+
+
 def finished_state(resource: api.Resource, obj: Obj) -> bool:
     """Whether `obj` ended its run: a Workload copy Finished (not replaced for being out of sync)
     or a batch/v1 Job Complete or Failed (a JobSet Completed or Failed, a TrainJob Complete or Failed,
@@ -223,11 +229,7 @@ class RemoteClient:
 
     def remember_no_foreign_object(self, resource: api.Resource, namespace: str, name: str) -> None:
         now = self.clock.monotonic()
-        while self._no_foreign:
-            oldest = next(iter(self._no_foreign.values()))
-            if now - oldest < NO_FOREIGN_OBJECT_TTL_SECONDS:
-                break
-            self._no_foreign.popitem(last=False)
+        _drop_older(self._no_foreign, now, NO_FOREIGN_OBJECT_TTL_SECONDS, lambda seen: seen)
         key = (resource.plural, f"{namespace}/{name}")
         self._no_foreign.pop(key, None)
         self._no_foreign[key] = now
@@ -237,10 +239,7 @@ class RemoteClient:
 
     def remember_created(self, resource: api.Resource, obj: Obj) -> None:
         now = self.clock.monotonic()
-        while self._created:
-            if now - next(iter(self._created.values()))[0] < CREATED_UNSEEN_SECONDS:
-                break
-            self._created.popitem(last=False)
+        _drop_older(self._created, now, CREATED_UNSEEN_SECONDS, lambda entry: entry[0])
         key = (resource.plural, object_key(obj))
         self._created.pop(key, None)
         self._created[key] = (now, obj)

@@ -69,7 +69,7 @@ from bench.compare_fair import (
     format_comparisons,
 )
 from bench.compare_fair import steady_rate as steady
-from bench.compare_floor import measure_no_kueue, stop_watches
+from bench.compare_floor import measure_no_kueue, stop_watches, wait_all
 from bench.compare_summary import (
     DEFAULT_ENGINES,
     ENGINES,
@@ -308,13 +308,7 @@ class CompareRun:
         return informers
 
     async def wait_running(self, names: Sequence[str], reached: Mapping[str, float], what: str) -> None:
-        deadline = time.monotonic() + self.args.running_timeout
-        while time.monotonic() < deadline:
-            missing = sum(1 for n in names if n not in reached)
-            if not missing:
-                return
-            await asyncio.sleep(0.2)
-        say(f"{what}: {sum(1 for n in names if n not in reached)} not seen Running on a worker in time")
+        await wait_all(names, reached, self.args.running_timeout, f"{what} Running on a worker")
 
     async def sample_idle(self) -> None:
         """The fleet's CPU at rest (controllers' resyncs, leases, kwok's heartbeats): a slower arm runs

@@ -40,7 +40,7 @@ from manager.clusters import ClusterController, Remotes
 from manager.config import ManagerOptions, feature_enabled
 from manager.dispatch import ALL_AT_ONCE, INCREMENTAL, LEAST_LOADED, is_external
 from manager.dispatch.incremental import IncrementalDispatcher, NoMoreWorkers
-from manager.dispatch.least_loaded import LeastLoadedDispatcher
+from manager.dispatch.least_loaded import LeastLoadedChoice
 from manager.gc import GarbageCollector
 from manager.groups import INDEX_GROUP, group_index
 from manager.metrics import ManagerMetrics
@@ -256,6 +256,11 @@ class Manager:
             all_at_once=mk.dispatcher_name == ALL_AT_ONCE,
             external_nominations=is_external(mk.dispatcher_name),
             enqueue=lambda key: self.workload_ctl.enqueue_after(key, self.options.remote_event_batch_seconds),
+            least_loaded=(
+                LeastLoadedChoice(self.remotes, self.clock, self.options.least_loaded_round_seconds)
+                if mk.dispatcher_name == LEAST_LOADED
+                else None
+            ),
         )
         self.gc = GarbageCollector(self.workloads, self.remotes, self.adapters, self.origin, self.clock)
         # Errors a reconcile reports and retries with backoff, logged without a traceback.
@@ -309,20 +314,9 @@ class Manager:
                     config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER
                 ),
             )
-        elif mk.dispatcher_name == LEAST_LOADED:
-            self.incremental = LeastLoadedDispatcher(
-                self.workloads,
-                self.ac_controller,
-                self.reconciler,
-                self.clock,
-                round_timeout=self.options.least_loaded_round_seconds,
-                remotes=self.remotes,
-            )
         if self.incremental is not None:
             self.incremental_ctl = Controller(
-                "multikueue_incremental_dispatcher"
-                if mk.dispatcher_name == INCREMENTAL
-                else "multikueue_least_loaded_dispatcher",
+                "multikueue_incremental_dispatcher",
                 self.incremental.reconcile,
                 clock=self.clock,
                 expected_errors=expected,

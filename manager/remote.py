@@ -32,11 +32,13 @@ log = structlog.get_logger("manager.remote")
 
 Obj = dict[str, Any]
 
-# The worker's Workload copies by what they hold there: quota (`holding`) or not yet (`waiting`);
+# The worker's Workload copies by what they hold there: quota (`holding`), not yet and not tried
+# (`waiting`), or not yet because the worker could not admit them (`refused`: QuotaReserved False);
 # finished copies hold nothing. The least-loaded dispatcher reads the counts.
 INDEX_COPY_STATE = "copy-state"
 COPY_WAITING = "waiting"
 COPY_HOLDING = "holding"
+COPY_REFUSED = "refused"
 # How long a GET that found no foreign object under a job's name is trusted: a Workload's
 # reconciles come in bursts (created, quota reserved, nominated, copies created, admitted), and
 # each asked every worker again. A foreign object created inside the window is still caught:
@@ -51,7 +53,10 @@ def copy_state(obj: Obj) -> tuple[str, ...]:
     conditions = (obj.get("status") or {}).get("conditions")
     if _condition_true(conditions, api.WORKLOAD_FINISHED):
         return ()
-    return (COPY_HOLDING,) if _condition_true(conditions, api.WORKLOAD_QUOTA_RESERVED) else (COPY_WAITING,)
+    reserved = find_status_condition(conditions, api.WORKLOAD_QUOTA_RESERVED)
+    if reserved is None:
+        return (COPY_WAITING,)
+    return (COPY_HOLDING,) if reserved.get("status") == "True" else (COPY_REFUSED,)
 
 
 def _condition_true(conditions: list[Obj] | None, kind: str) -> bool:
@@ -210,15 +215,17 @@ class RemoteClient:
         informer = self.cache(api.WORKLOAD)
         return informer.list() if informer is not None else []
 
-    def copy_counts(self) -> tuple[int, int]:
-        """(waiting, holding): this manager's unfinished Workload copies on the worker that wait for
-        quota there and that hold it; (0, 0) while not connected."""
+    def copy_counts(self) -> tuple[int, int, int]:
+        """(waiting, holding, refused): this manager's unfinished Workload copies on the worker that
+        wait for their first try there, that hold quota there, and that the worker could not admit;
+        (0, 0, 0) while not connected."""
         informer = self.cache(api.WORKLOAD)
         if informer is None:
-            return 0, 0
+            return 0, 0, 0
         return (
             informer.store.index_count(INDEX_COPY_STATE, COPY_WAITING),
             informer.store.index_count(INDEX_COPY_STATE, COPY_HOLDING),
+            informer.store.index_count(INDEX_COPY_STATE, COPY_REFUSED),
         )
 
     def no_foreign_object_seen(self, resource: api.Resource, namespace: str, name: str) -> bool:

@@ -26,6 +26,7 @@ from kueue_domain import workload as wlutil
 from manager.adapters.base import Adapter, OwnershipError, check_ownership, foreign_object, remote_object
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
 from manager.clusters import Remotes
+from manager.dispatch.least_loaded import LeastLoadedChoice
 from manager.groups import GroupConflict, Groups, cluster_name
 from manager.metrics import ManagerMetrics
 from manager.remote import RemoteClient
@@ -202,6 +203,7 @@ class WorkloadReconciler:
         all_at_once: bool,
         external_nominations: bool = False,
         enqueue: Callable[[str], None] | None = None,
+        least_loaded: LeastLoadedChoice | None = None,
     ) -> None:
         self.kube = kube
         self.workloads = workloads
@@ -218,6 +220,8 @@ class WorkloadReconciler:
         # An external dispatcher owns nominatedClusterNames under its own field manager: our apply
         # cannot drop them, and clusterName may not be set beside them (the CRD's rule).
         self.external_nominations = external_nominations
+        # Our least-loaded dispatcher: one copy where there is room, chosen here as AllAtOnce's are.
+        self.least_loaded = least_loaded
         self.groups = Groups(workloads)
         # Re-runs a sibling's reconcile (group members react to each other's placement).
         self.enqueue = enqueue or (lambda _key: None)
@@ -247,6 +251,8 @@ class WorkloadReconciler:
         self.metrics.forget(key)
         self._owners.pop(key, None)
         self._local_finish_since.pop(key, None)
+        if self.least_loaded is not None:
+            self.least_loaded.forget(key)
 
     def resolve_adapter(self, wl: Obj) -> tuple[Adapter | None, str, str]:
         """(adapter, owner name, owner GVK) from the job-owner annotations, else the controller
@@ -443,8 +449,12 @@ class WorkloadReconciler:
         if conflicts and len(conflicts) == len(group.available):
             await self._report_conflicts(wl, state, conflicts)
             return Result(requeue_after=NAME_CONFLICT_RECHECK)  # a foreign object's deletion sends no event
-        await self.nominate_and_synchronize(wl, adapter, owner_name, group, excluded=set(conflicts))
-        return await self._explain_pending(wl, state, group)
+        wait = await self.nominate_and_synchronize(wl, adapter, owner_name, group, excluded=set(conflicts))
+        result = await self._explain_pending(wl, state, group)
+        later = result.requeue_after if result is not None else None
+        if wait is not None and (later is None or wait < later):
+            return Result(requeue_after=wait)  # the least-loaded worker's round ends
+        return result
 
     def _finished_and_gone(self, wl: Obj, group: Group) -> tuple[str, Obj] | None:
         """(worker, Finished condition) of a copy seen finished that is no longer there."""
@@ -663,9 +673,9 @@ class WorkloadReconciler:
 
     async def nominate_and_synchronize(
         self, wl: Obj, adapter: Adapter, owner_name: str, group: Group, excluded: set[str] | None = None
-    ) -> None:
+    ) -> float | None:
         """`excluded`: workers that get no copy of this Workload (a foreign object holds its job's
-        name there)."""
+        name there). Returns when to look again (the least-loaded dispatcher's round), or None."""
         excluded = excluded or set()
         status = wl.get("status") or {}
         others = [
@@ -674,21 +684,25 @@ class WorkloadReconciler:
             if not is_multikueue_check(self.checks.get(s.get("name", "")))
         ]
         if any(s.get("state") != api.CHECK_STATE_READY for s in others):
-            return  # other checks first (§3.4.4 step 2); their change brings us back
+            return None  # other checks first (§3.4.4 step 2); their change brings us back
         self.metrics.stage(object_key(wl), "quota_reserved")
         members: list[Obj] = []
         if getattr(adapter, "multi_workload", False):
             allowed = await self._group_allows_dispatch(wl, adapter, owner_name, group)
             if allowed is None:
-                return
+                return None
             members = allowed
         current = list(status.get("nominatedClusterNames") or ())
+        wait = None
         if self.all_at_once:
             nominated = sorted(set(group.available) - excluded)
-            if set(nominated) != set(current):
-                await self.set_nominated(wl, nominated)
+        elif self.least_loaded is not None:
+            everyone = [c for c in group.available if c not in excluded]
+            nominated, wait = self.least_loaded.nominate(object_key(wl), current, everyone, group.remotes)
         else:
             nominated = current
+        if nominated is not current and set(nominated) != set(current):
+            await self.set_nominated(wl, nominated)
         errors = [
             f"cluster {name}: no remote client for nominated cluster"
             for name in nominated
@@ -730,6 +744,7 @@ class WorkloadReconciler:
                 f"Cannot create the workload on every nominated worker: {'; '.join(errors)}",
             )  # fmt: skip
             raise DispatchError("; ".join(errors))
+        return wait
 
     async def _group_allows_dispatch(
         self, wl: Obj, adapter: Adapter, owner_name: str, group: Group

@@ -1,6 +1,7 @@
 """Dispatchers: which workers get a copy of a Workload. AllAtOnce (the default) lives in the
 workload reconciler (every connected worker); Incremental nominates a few workers per round;
-least-loaded (ours) nominates the worker with the most room, one per round; any other
+least-loaded (ours) nominates the one worker with room and the least load, and every worker
+when that is not enough (manager/dispatch/least_loaded.py); any other
 `dispatcherName` is external: nominations are written by another controller."""
 
 from __future__ import annotations

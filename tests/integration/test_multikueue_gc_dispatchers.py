@@ -99,7 +99,8 @@ async def test_incremental_dispatcher_nominates_in_config_order_round_by_round(f
 
 async def test_least_loaded_dispatcher_sends_one_copy_where_there_is_room(fleet, kube, namespace):
     config = {"multiKueue": {"dispatcherName": api.DISPATCHER_LEAST_LOADED}}
-    options = dataclasses.replace(TEST_OPTIONS, least_loaded_round_seconds=6)
+    # A round far longer than the waits below: what widens a dispatch here is the worker's refusal.
+    options = dataclasses.replace(TEST_OPTIONS, least_loaded_round_seconds=120)
     async with multikueue(
         fleet, kube, namespace, worker_cpu={"worker1": "0", "worker2": "4"}, start_manager=False
     ) as env:
@@ -121,23 +122,22 @@ async def test_least_loaded_dispatcher_sends_one_copy_where_there_is_room(fleet,
         async def dispatches(name: str) -> list[str]:
             return await env.events(name, api.EVENT_MULTIKUEUE_DISPATCHED)
 
-        # The first Job goes to worker1 alone, where it cannot be admitted (no CPU there).
-        await kube.create(api.JOB, mk_job("waits", keep_running=True), namespace=namespace)
-        waits = await eventually(lambda: workload_of("waits"))
-        assert await eventually(lambda: env.remote(first, api.WORKLOAD, waits), timeout=30)
-        assert not await env.remote(second, api.WORKLOAD, waits)
+        # The first Job goes to worker1 alone; worker1 (no CPU) refuses it, and at that every
+        # worker gets a copy, as with AllAtOnce: it runs on worker2, long before the round ends.
+        await kube.create(api.JOB, mk_job("refused", keep_running=True), namespace=namespace)
+        refused = await eventually(lambda: workload_of("refused"))
+        await eventually(placed(refused, second), timeout=40)
+        # The widening's Event joins the first one's series (same reason, as client-go's recorder
+        # does), which keeps the first note: worker1 alone.
+        assert await dispatches(refused) == [f"Dispatched to worker clusters: {api.go_list([first])}"]
+        await env.wait_copies_gone(first, refused)
 
-        # worker1 now keeps a copy waiting: the next Job goes straight to worker2, and only there.
+        # worker1 refused a copy within the round: the next Job goes straight to worker2, and only there.
         await kube.create(api.JOB, mk_job("fits", keep_running=True), namespace=namespace)
         fits = await eventually(lambda: workload_of("fits"))
         await eventually(placed(fits, second), timeout=30)
         assert await dispatches(fits) == [f"Dispatched to worker clusters: {api.go_list([second])}"]
         assert not await env.remote(first, api.WORKLOAD, fits)
-
-        # After its round on worker1, the first Job is offered to worker2 as well, and runs there.
-        await eventually(placed(waits, second), timeout=40)
-        # The winner is recorded first; its copy on worker1 goes in the same reconcile, just after.
-        await env.wait_copies_gone(first, waits)
 
 
 async def test_external_dispatcher_follows_nominations_written_by_another_controller(fleet, kube, namespace):

@@ -16,6 +16,7 @@ from manager.adapters.base import foreign_object
 from manager.clusters import Remotes
 from manager.remote import (
     COPY_HOLDING,
+    COPY_REFUSED,
     COPY_WAITING,
     FINISHED_GONE_KEEP_SECONDS,
     NO_FOREIGN_OBJECT_TTL_SECONDS,
@@ -337,12 +338,13 @@ def _copy(*conditions: str) -> dict:
     return {"status": {"conditions": [{"type": c, "status": "True"} for c in conditions]}}
 
 
-def test_a_copy_waits_for_quota_holds_it_or_once_finished_counts_for_neither() -> None:
+def test_a_copy_waits_for_quota_holds_it_is_refused_or_once_finished_counts_for_none() -> None:
     assert copy_state({}) == (COPY_WAITING,)
     assert copy_state(_copy("QuotaReserved", "Admitted")) == (COPY_HOLDING,)
     assert copy_state(_copy("QuotaReserved", "Finished")) == ()
+    # Released, or never reserved because the worker could not admit it: no room there now.
     released = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False"}]}}
-    assert copy_state(released) == (COPY_WAITING,)
+    assert copy_state(released) == (COPY_REFUSED,)
 
 
 class CountingKube:

@@ -747,12 +747,21 @@ ANNOTATION_MULTIKUEUE_GROUP_PRIMARY = "kueue-federation.dev/multikueue-group-pri
 ANNOTATION_MULTIKUEUE_GROUP_MEMBERS = "kueue-federation.dev/multikueue-group-members"
 
 
+MSG_WAITING_FOR_GROUP_PRIMARY = "Waiting to be admitted together with its group's primary workload"
+MSG_WAITING_FOR_GROUP_MEMBERS = "Waiting for the other workloads of its group to be queued:"
+
+
 def waiting_for_group_primary_message(primary: str) -> str:
-    return f"Waiting to be admitted together with its group's primary workload {go_quote(primary)}"
+    return f"{MSG_WAITING_FOR_GROUP_PRIMARY} {go_quote(primary)}"
 
 
 def waiting_for_group_members_message(missing: list[str]) -> str:
-    return f"Waiting for the other workloads of its group to be queued: {go_list(sorted(missing))}"
+    return f"{MSG_WAITING_FOR_GROUP_MEMBERS} {go_list(sorted(missing))}"
+
+
+def is_waiting_for_group(message: str) -> bool:
+    """A copy pending only until the rest of its group arrives (not for want of room)."""
+    return message.startswith((MSG_WAITING_FOR_GROUP_PRIMARY, MSG_WAITING_FOR_GROUP_MEMBERS))
 
 
 def group_does_not_fit_message(count: int, message: str) -> str:

@@ -54,8 +54,8 @@ def copy_state(obj: Obj) -> tuple[str, ...]:
     if _condition_true(conditions, api.WORKLOAD_FINISHED):
         return ()
     reserved = find_status_condition(conditions, api.WORKLOAD_QUOTA_RESERVED)
-    if reserved is None:
-        return (COPY_WAITING,)
+    if reserved is None or api.is_waiting_for_group(reserved.get("message") or ""):
+        return (COPY_WAITING,)  # not tried yet, or only waiting for the rest of its group
     return (COPY_HOLDING,) if reserved.get("status") == "True" else (COPY_REFUSED,)
 
 

@@ -65,6 +65,21 @@ def test_a_copy_is_refused_when_its_worker_could_not_reserve_quota_for_it() -> N
     assert refused(copy("False")) and not refused(copy()) and not refused(None)
 
 
+def test_a_copy_waiting_only_for_the_rest_of_its_group_is_not_refused() -> None:
+    for message in (
+        api.waiting_for_group_primary_message("lws-0"),
+        api.waiting_for_group_members_message(["lws-1"]),
+    ):
+        waits = copy("False")
+        waits["status"]["conditions"][0]["message"] = message
+        assert copy_state(waits) == (COPY_WAITING,) and not refused(waits)
+    no_room = copy("False")
+    no_room["status"]["conditions"][0]["message"] = (
+        "couldn't assign flavors to pod set main: insufficient quota"
+    )
+    assert refused(no_room)
+
+
 def test_the_worker_with_fewest_copies_waiting_gets_the_only_copy() -> None:
     f = Fixture(
         {"w1": FakeRemote(waiting=3), "w2": FakeRemote(waiting=1, holding=9), "w3": FakeRemote(waiting=2)}

@@ -22,6 +22,7 @@ from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, compact, object_key
+from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
 from kueue_domain import workload as wlutil
 from manager.adapters.base import Adapter, OwnershipError, check_ownership, foreign_object, remote_object
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
@@ -233,6 +234,8 @@ class WorkloadReconciler:
         # Workload key -> when (monotonic) the manager began to leave its Finished to the manager
         # cluster's job integration (LOCAL_FINISH_WAIT).
         self._local_finish_since: dict[str, float] = {}
+        # The manager cluster's Workload versions our status writes replaced, until the watch shows them.
+        self._own_writes = OwnWrites(clock=clock.monotonic)
 
     def remember_deleted(self, wl: Obj) -> None:
         self.deleted[object_key(wl)] = wl
@@ -251,6 +254,7 @@ class WorkloadReconciler:
         self.metrics.forget(key)
         self._owners.pop(key, None)
         self._local_finish_since.pop(key, None)
+        self._own_writes.forget(key)
         if self.least_loaded is not None:
             self.least_loaded.forget(key)
 
@@ -292,6 +296,10 @@ class WorkloadReconciler:
 
     async def reconcile(self, key: str) -> Result | None:
         wl = self.workloads.get(key)
+        if wl is not None and self._own_writes.lagging(key, wl):
+            # The cache still holds a version our last write replaced: that write's watch event
+            # brings the Workload back; a write from this copy would only be refused (409).
+            return Result(requeue_after=CACHE_LAG_RECHECK_SECONDS)
         deleted = wl is None or bool(wl["metadata"].get("deletionTimestamp"))
         if wl is None:
             wl = self.deleted.get(key)
@@ -410,7 +418,7 @@ class WorkloadReconciler:
                 message = api.evicted_on_worker_message((wl.get("status") or {}).get("clusterName", ""))
                 updated = wlutil.working_copy(wl)
                 self._set_state(updated, state["name"], api.CHECK_STATE_RETRY, message)
-                await wlutil.apply_admission_status(self.kube, updated, strict=True)
+                await self._apply_status(wl, updated)
                 self.recorder.record(wl, "Normal", api.EVENT_MULTIKUEUE, api.EVENT_MULTIKUEUE, message)
                 await self.retry_group(wl, cluster, api.group_member_left_message(name, cluster))
                 return None
@@ -529,7 +537,7 @@ class WorkloadReconciler:
         self._set_state(updated, state["name"], api.CHECK_STATE_PENDING, message, keep_time=True)
         if (updated.get("status") or {}).get("nominatedClusterNames") and not self.external_nominations:
             updated["status"].pop("nominatedClusterNames")
-        await wlutil.apply_admission_status(self.kube, updated, strict=True)
+        await self._apply_status(wl, updated)
         self.recorder.record(
             wl, "Warning", api.EVENT_MULTIKUEUE_DISPATCH_FAILED, api.EVENT_ACTION_DISPATCH, message
         )
@@ -557,7 +565,7 @@ class WorkloadReconciler:
         if state.get("message") != message:
             updated = wlutil.working_copy(wl)
             self._set_state(updated, state["name"], api.CHECK_STATE_PENDING, message, keep_time=True)
-            await wlutil.apply_admission_status(self.kube, updated, strict=True)
+            await self._apply_status(wl, updated)
         return None
 
     async def _admitting_remote_missing(self, wl: Obj, state: Obj, group: Group) -> Result | None:
@@ -654,7 +662,9 @@ class WorkloadReconciler:
         updated["status"].pop("nominatedClusterNames", None)
         if not wlutil.is_evicted(updated):
             wlutil.sync_admitted_condition(updated, self.clock.now())
-        await wlutil.apply_admission_status(self.kube, updated, strict=True)
+        if base is not wl:
+            self._own_writes.wrote(object_key(wl), wl, base)
+        await self._apply_status(base, updated)
 
     async def _deactivate_remote(self, client: RemoteClient, wl: Obj, remote: Obj | None) -> None:
         """The manager evicted a Workload that still runs remotely: ask the worker to evict it."""
@@ -864,7 +874,15 @@ class WorkloadReconciler:
     async def set_nominated(self, wl: Obj, nominated: list[str]) -> None:
         updated = wlutil.working_copy(wl)
         updated.setdefault("status", {})["nominatedClusterNames"] = nominated
-        await wlutil.apply_admission_status(self.kube, updated, strict=True)
+        await self._apply_status(wl, updated)
+
+    async def _apply_status(self, wl: Obj, updated: Obj) -> Obj:
+        """The admission-status apply of `updated`, made from `wl` (the cached copy), which fails
+        with Conflict if `wl` is stale. Until the watch shows the write, reconciles of this Workload
+        wait for it instead of writing again from the replaced version (`OwnWrites`)."""
+        written = await wlutil.apply_admission_status(self.kube, updated, strict=True)
+        self._own_writes.wrote(object_key(wl), wl, written)
+        return written
 
     def _set_state(self, wl: Obj, check_name: str, state: str, message: str, keep_time: bool = False) -> None:
         for entry in wl["status"].get("admissionChecks") or ():

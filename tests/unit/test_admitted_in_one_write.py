@@ -12,6 +12,7 @@ import types
 
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from kube_runtime.ownwrites import OwnWrites
 from manager.workload import WorkloadReconciler
 from worker_agent.admission import AdmissionState
 
@@ -61,6 +62,8 @@ def workload(*checks: dict, admitted: bool = False) -> dict:
 def reconciler(kube: RecordingKube) -> types.SimpleNamespace:
     r = types.SimpleNamespace(kube=kube, clock=FakeClock(NOW), external_nominations=False)
     r._set_state = lambda *a, **k: WorkloadReconciler._set_state(r, *a, **k)  # type: ignore[arg-type]
+    r._apply_status = lambda *a: WorkloadReconciler._apply_status(r, *a)  # type: ignore[arg-type]
+    r._own_writes = OwnWrites()
     return r
 
 

@@ -1,5 +1,5 @@
 """The least-loaded dispatcher (ours, `kueue-federation.dev/multikueue-dispatcher-least-loaded`):
-one copy, to the worker with the most room now; every worker (as AllAtOnce) when none has room,
+one copy, to a worker with room and the least load; every worker (as AllAtOnce) when none has room,
 when that worker refuses the copy, or when it has not admitted it within the round.
 
 AllAtOnce sends a copy to every worker and keeps the first to reserve quota: on N workers each
@@ -99,7 +99,8 @@ class LeastLoadedChoice:
             self.unseen.pop(cluster, None)
             return (1, 0, 0)
         waiting, holding, refusing = client.copy_counts()
-        recently = now - self.refused_at.get(cluster, -self.round_timeout) < self.round_timeout
+        last_refusal = self.refused_at.get(cluster)
+        recently = last_refusal is not None and now - last_refusal < self.round_timeout
         return (int(bool(refusing) or recently), waiting + self._unseen(cluster, client, now), holding)
 
     def _unseen(self, cluster: str, client: Any, now: float) -> int:

@@ -711,7 +711,7 @@ class WorkloadReconciler:
             nominated, wait = self.least_loaded.nominate(object_key(wl), current, everyone, group.remotes)
         else:
             nominated = current
-        if nominated is not current and set(nominated) != set(current):
+        if set(nominated) != set(current):
             await self.set_nominated(wl, nominated)
         errors = [
             f"cluster {name}: no remote client for nominated cluster"

@@ -87,10 +87,9 @@ class LeastLoadedChoice:
 
     def _best(self, everyone: list[str], now: float) -> str | None:
         """The worker with room and the least load, or None when no worker has room."""
-        order = {name: i for i, name in enumerate(everyone)}
-        ranked = sorted(everyone, key=lambda c: (*self.load(c, now), order[c]))
-        best = ranked[0]
-        return None if self.load(best, now)[0] else best
+        loads = {name: (*self.load(name, now), i) for i, name in enumerate(everyone)}
+        best = min(everyone, key=loads.__getitem__)
+        return None if loads[best][0] else best
 
     def load(self, cluster: str, now: float) -> tuple[int, int, int]:
         """(no room, copies waiting + unseen nominations, copies holding quota)."""

@@ -58,6 +58,7 @@ from typing import Any
 from bench import common
 from bench.common import SHM, BenchError, Obj, end_on_sigterm, say, set_prog, utc_now, write_json
 from bench.compare_fair import (
+    KUEUE_REQUESTS_API_FLOOR_PER_WL,
     KUEUE_REQUESTS_FLOOR_PER_WL,
     add_above_floor,
     admit_all,
@@ -557,6 +558,7 @@ def write_payload(
             "latency_to_running": "first pod (Job) / every pod (LWS) seen Running or Succeeded on its worker",
             "api_requests_source": f"{APISERVER_REQUESTS} of every cluster's kube-apiserver",
             "kueue_requests_floor_per_wl": KUEUE_REQUESTS_FLOOR_PER_WL,
+            "kueue_requests_api_floor_per_wl": KUEUE_REQUESTS_API_FLOOR_PER_WL,
             "workDir": str(work_dir),
             "partial": partial,
         }

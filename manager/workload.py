@@ -795,11 +795,17 @@ class WorkloadReconciler:
                 )
 
     async def _create_copy(self, client: RemoteClient, wl: Obj, body: Obj) -> bool:
-        """Create a Workload copy on a worker; False when it exists already."""
+        """Create a Workload copy on a worker; False when it exists already, or when this manager
+        created it moments ago and the worker's watch has not shown it yet (a reconcile running
+        again meanwhile would only be answered AlreadyExists)."""
+        meta = body["metadata"]
+        if client.created_unseen(api.WORKLOAD, meta["namespace"], meta["name"]) is not None:
+            return False
         try:
-            await client.kube.create(api.WORKLOAD, body)
+            created = await client.kube.create(api.WORKLOAD, body)
         except AlreadyExists:
             return False
+        client.remember_created(api.WORKLOAD, created)
         cluster_queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         self.metrics.dispatched(cluster_queue, client.name)
         return True
@@ -945,17 +951,29 @@ class WorkloadReconciler:
     ) -> None:
         """§3.4.5: the job object first (even when the Workload copy is already gone), then the
         copy, after dropping its resource-in-use finalizer. The copy is withdrawn first: the worker
-        finishes it (OwnerNotFound) as its job goes, and that end must not be taken for the run's."""
+        finishes it (OwnerNotFound) as its job goes, and that end must not be taken for the run's.
+
+        A finished copy of a single-Workload job goes first instead: its run is over, so nothing
+        on the worker reacts to it going, and the worker's garbage collector, which deletes the
+        copy with the job it is owned by (a GET and a DELETE racing ours), finds nothing left."""
         remote = client.remote_workload(namespace, workload_name)
         if remote is not None:
             client.withdraw(remote)
+            if wlutil.is_finished(remote) and not getattr(adapter, "multi_workload", False):
+                await self._delete_copy(client, remote, namespace, workload_name)
+                if owner_name:
+                    await adapter.delete_remote(client, namespace, owner_name)
+                return
         if owner_name and not self._group_stays(client, adapter, namespace, workload_name):
             await adapter.delete_remote(client, namespace, owner_name)
             if getattr(adapter, "multi_workload", False):
                 await adapter.clear_worker(namespace, owner_name)
         remote = client.remote_workload(namespace, workload_name)
-        if remote is None:
-            return
+        if remote is not None:
+            await self._delete_copy(client, remote, namespace, workload_name)
+
+    @staticmethod
+    async def _delete_copy(client: RemoteClient, remote: Obj, namespace: str, workload_name: str) -> None:
         try:
             finalizers = remote["metadata"].get("finalizers") or []
             if api.FINALIZER_RESOURCE_IN_USE in finalizers:
@@ -974,3 +992,5 @@ class WorkloadReconciler:
             await client.kube.delete(api.WORKLOAD, workload_name, namespace)
         except NotFound:
             return
+        finally:
+            client.forget_created(api.WORKLOAD, namespace, workload_name)

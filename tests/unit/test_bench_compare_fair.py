@@ -102,7 +102,7 @@ def test_ratios_compare_defaults_and_lifted_arms_and_never_a_truncated_one():
     assert "defaults: ours / upstream" in text and "no ratio, truncated: upstream_tuned" in text
     report = compare_fair.format_arms(arms)
     assert "upstream_tuned: TRUNCATED (1/2)" in report and "cpu ms/wl: apiservers" in report
-    assert "kueue.x-k8s.io / floor 8" in report
+    assert "kueue.x-k8s.io / floor 8" in report and "kueue.x-k8s.io / API floor 11" in report
     assert "least_loaded" not in table  # that arm did not run
     arms["ours_least_loaded"] = compare_fair.fold([repeat(12.0)])
     arms["upstream_tuned"] = compare_fair.fold([repeat(3.0)])
@@ -110,6 +110,7 @@ def test_ratios_compare_defaults_and_lifted_arms_and_never_a_truncated_one():
     assert (least["ours"], least["upstream"]) == ("ours_least_loaded", "upstream_tuned")
     assert least["throughput_wl_s"] == pytest.approx(4.0)
     assert compare_fair.per_floor(12.0) == 1.5 and compare_fair.per_floor(None) is None
+    assert compare_fair.per_floor(13.2, compare_fair.KUEUE_REQUESTS_API_FLOOR_PER_WL) == pytest.approx(1.2)
     json.dumps({"arms": arms, "ratios": table})  # the --json payload serializes
 
 

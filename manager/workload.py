@@ -24,7 +24,14 @@ from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, compact, object_key
 from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
 from kueue_domain import workload as wlutil
-from manager.adapters.base import Adapter, OwnershipError, check_ownership, foreign_object, remote_object
+from manager.adapters.base import (
+    Adapter,
+    OwnershipError,
+    check_ownership,
+    create_remote,
+    foreign_object,
+    remote_object,
+)
 from manager.admissioncheck import AdmissionCheckController, is_multikueue_check
 from manager.clusters import Remotes
 from manager.dispatch.least_loaded import LeastLoadedChoice
@@ -802,10 +809,9 @@ class WorkloadReconciler:
         if client.created_unseen(api.WORKLOAD, meta["namespace"], meta["name"]) is not None:
             return False
         try:
-            created = await client.kube.create(api.WORKLOAD, body)
+            await create_remote(client, api.WORKLOAD, body)
         except AlreadyExists:
             return False
-        client.remember_created(api.WORKLOAD, created)
         cluster_queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         self.metrics.dispatched(cluster_queue, client.name)
         return True
@@ -956,17 +962,18 @@ class WorkloadReconciler:
         A finished copy of a single-Workload job goes first instead: its run is over, so nothing
         on the worker reacts to it going, and the worker's garbage collector, which deletes the
         copy with the job it is owned by (a GET and a DELETE racing ours), finds nothing left."""
+        multi_workload = getattr(adapter, "multi_workload", False)
         remote = client.remote_workload(namespace, workload_name)
         if remote is not None:
             client.withdraw(remote)
-            if wlutil.is_finished(remote) and not getattr(adapter, "multi_workload", False):
+            if wlutil.is_finished(remote) and not multi_workload:
                 await self._delete_copy(client, remote, namespace, workload_name)
                 if owner_name:
                     await adapter.delete_remote(client, namespace, owner_name)
                 return
         if owner_name and not self._group_stays(client, adapter, namespace, workload_name):
             await adapter.delete_remote(client, namespace, owner_name)
-            if getattr(adapter, "multi_workload", False):
+            if multi_workload:
                 await adapter.clear_worker(namespace, owner_name)
         remote = client.remote_workload(namespace, workload_name)
         if remote is not None:

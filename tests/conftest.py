@@ -94,7 +94,15 @@ def fleet():
         path = Path(state_env)
         if not path.is_file():
             pytest.fail(f"LOCALFLEET_STATE={state_env} does not exist: is the fleet up?")
-        yield _load_fleet(path)
+        loaded = _load_fleet(path)
+        if any(p.get("component") == "manager" for p in loaded.state.get("processes", ())):
+            # Two managers on one manager cluster fight over every Workload the tests submit.
+            pytest.fail(
+                f"the fleet of LOCALFLEET_STATE={state_env} runs a MultiKueue manager (`make up` or "
+                "`localfleet up --manager` starts one); the tests start their own: run them on a fleet "
+                "without it (`make test` brings one up)"
+            )
+        yield loaded
         return
     run_dir = Path(tempfile.mkdtemp(prefix="kueue-federation-test-fleet-", dir="/dev/shm"))
     cmd = [sys.executable, str(LOCALFLEET), "--dir", str(run_dir)]

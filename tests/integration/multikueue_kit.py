@@ -344,6 +344,25 @@ class MultiKueueEnv:
             if (e.get("regarding") or {}).get("name") == name and e.get("reason") == reason
         ]
 
+    async def event_note(
+        self,
+        name: str,
+        reason: str,
+        note: str,
+        timeout: float = 20,  # noqa: ASYNC109 - a polling deadline, as in eventually
+    ) -> list[str]:
+        """Wait until an event about `name` with this reason and note is written (events are queued
+        and written after the status change they report), and return the notes of that reason."""
+
+        async def written():
+            notes = await self.events(name, reason)
+            return notes if note in notes else None
+
+        try:
+            return await eventually(written, timeout=timeout)
+        except AssertionError:
+            raise AssertionError(f"no {reason} event {note!r}: {await self.events(name, reason)}") from None
+
     # -- the manager ---------------------------------------------------------------------------
 
     async def start_manager(

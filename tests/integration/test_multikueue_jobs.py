@@ -77,8 +77,7 @@ async def test_job_runs_on_a_worker_and_its_status_is_mirrored(fleet, kube, name
             ) or None
 
         await eventually(nothing_left, timeout=30)
-        notes = await env.events(name, "MultiKueue")
-        assert f'The workload was admitted on "{cluster}"' in notes
+        await env.event_note(name, "MultiKueue", f'The workload was admitted on "{cluster}"')
         pods, _ = await kube.list(api.POD, namespace=namespace)
         assert pods == [], "no pod may run on the manager cluster"
 

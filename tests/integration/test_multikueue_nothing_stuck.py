@@ -226,8 +226,9 @@ async def test_foreign_jobs_of_the_same_name_exclude_their_worker(fleet, kube, n
                 return _complete(current) or None
 
             await env.wait_for(completed, 90, wl["metadata"]["name"])
-            placed = [w for w in await env.events(wl["metadata"]["name"], "MultiKueue")]
-            assert f'The workload was admitted on "{by_worker["worker2"]}"' in placed, placed
+            await env.event_note(
+                wl["metadata"]["name"], "MultiKueue", f'The workload was admitted on "{by_worker["worker2"]}"'
+            )
 
         wl = await eventually(lambda: env.job_workload("everywhere"))
         name = wl["metadata"]["name"]
@@ -245,7 +246,7 @@ async def test_foreign_jobs_of_the_same_name_exclude_their_worker(fleet, kube, n
 
         state = await env.wait_for(says_why, 30, name)
         assert state["state"] == "Pending"
-        assert expected in await env.events(name, api.EVENT_MULTIKUEUE_DISPATCH_FAILED)
+        await env.event_note(name, api.EVENT_MULTIKUEUE_DISPATCH_FAILED, expected)
         for cluster in env.clusters:
             assert not await env.remote(cluster, api.WORKLOAD, name)
         for (worker, job), before in foreign.items():

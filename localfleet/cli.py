@@ -120,6 +120,11 @@ def cmd_up(args: argparse.Namespace) -> None:
             "(use `up --agents --manager`)"
         )
     upstream = upstream_kueue_clusters(args.upstream_kueue or [], args.workers)
+    if args.no_kueue_crds and (args.agents or upstream):
+        raise FleetError(
+            "--no-kueue-crds makes clusters that do not serve kueue.x-k8s.io: no Kueue can run there "
+            "(drop --agents, --manager, --setup-multikueue and --upstream-kueue)"
+        )
     if args.upstream_kueue_lifted and not upstream:
         raise FleetError("--upstream-kueue-lifted needs --upstream-kueue CLUSTER")
     if args.dispatcher == "LeastLoaded" and MANAGER in upstream:
@@ -148,6 +153,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         light_workers=args.light_workers,
         jobset=not args.no_jobset,
         trainer=not args.no_trainer and not args.no_jobset,
+        kueue_crds=not args.no_kueue_crds,
         conformance=args.conformance,
     )
     if opts.conformance and opts.light_workers:
@@ -447,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave Kubeflow Trainer out: no Trainer controller on the workers, no TrainJob or "
         "training runtime CRD anywhere (saves a process per worker)",
+    )
+    u.add_argument(
+        "--no-kueue-crds",
+        action="store_true",
+        help="install no Kueue CRD: clusters that do not serve kueue.x-k8s.io (what a MultiKueueCluster "
+        "pointing at a cluster without Kueue sees); not with --agents or --upstream-kueue",
     )
     u.add_argument(
         "--conformance",

@@ -76,6 +76,8 @@ class FleetOptions:
     jobset: bool = True
     # Kubeflow Trainer likewise (`up --no-trainer`; `--no-jobset` leaves it out too: it runs JobSets).
     trainer: bool = True
+    # Kueue's CRDs on every cluster (`up --no-kueue-crds`: none, a cluster that serves no kueue.x-k8s.io).
+    kueue_crds: bool = True
     # `up --conformance` (make conformance): the manager cluster runs pods too (kube-scheduler, kwok,
     # fake nodes, the LWS and JobSet controllers), and pods behave like upstream's e2e image
     # (localfleet/agnhost.py).
@@ -324,8 +326,10 @@ class ControlPlane:
         self.state.save()
 
     def install_crds(self) -> None:
-        self.step(f"installing {', '.join(op.title for op in self.operators())} and Kueue CRDs")
-        ours = crd_docs([*self.operator_crds(), *sorted(OUR_CRDS.glob("*.yaml"))])
+        titles = ", ".join(op.title for op in self.operators())
+        self.step(f"installing {titles}{' and Kueue' if self.opts.kueue_crds else ''} CRDs")
+        kueue = sorted(OUR_CRDS.glob("*.yaml")) if self.opts.kueue_crds else []
+        ours = crd_docs([*self.operator_crds(), *kueue])
         threads = []
         errors: list[Exception] = []
 

@@ -80,7 +80,8 @@ class FleetUp(ControlPlane, OurProcesses, UpstreamKueue):
         self.start_controllers()
         self.install_crds()
         self.grant_metrics_reader()
-        self.start_agents(webhooks_only=not self.opts.agents)
+        if self.opts.kueue_crds:  # else nothing to convert, and no Kueue runs
+            self.start_agents(webhooks_only=not self.opts.agents)
         if self.opts.upstream_kueue:
             self.start_upstream_kueue()
         if self.opts.manager and MANAGER not in self.opts.upstream_kueue:

@@ -55,7 +55,7 @@ build-promtool: venv
 	$(PY) hack/localfleet.py build --promtool
 
 up: build
-	$(PY) hack/localfleet.py up --agents --manager --setup-multikueue
+	$(PY) hack/localfleet.py up --agents --manager --setup-multikueue --dispatcher LeastLoaded
 
 sample-lws:
 	$(PYTHON) hack/localfleet.py sample-lws

@@ -12,10 +12,9 @@
   upstream_tuned   upstream Kueue built with our patch hack/patches/kueue-<version>-multikueue-worker-
                    client-budget.patch, which gives its worker clients the clientConnection budget
                    (the effect of a later upstream change), every client at the same lifted budget
-  ours_least_loaded  (only with --engines) ours_lifted with our least-loaded dispatcher instead of
-                   AllAtOnce: one copy per Workload, to the worker with the fewest copies waiting
-                   for quota; upstream has no such dispatcher, so it is compared with upstream_tuned
-                   (ratios.least_loaded), while ratios.lifted stays AllAtOnce against AllAtOnce
+  ours_all_at_once (only with --engines) ours_lifted with upstream's AllAtOnce dispatcher instead of
+                   our shipped least-loaded one, compared with upstream_tuned (ratios.all_at_once):
+                   the same dispatcher on both sides
   no_kueue         (only with --engines) the same fleet with no Kueue: the same Jobs and LWS created
                    straight on the workers (bench.compare_floor), the floor every other arm's CPU
                    and requests are also given above (above_floor, in the arms and the ratios)
@@ -38,7 +37,7 @@ apiserver's `apiserver_request_total` (all, and those of kueue.x-k8s.io).
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 3 --json /tmp/compare.json
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 1 --engines ours_lifted,upstream_tuned
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 1 \
-      --engines ours_lifted,ours_least_loaded,upstream_tuned
+      --engines ours_lifted,ours_all_at_once,upstream_tuned
   .venv/bin/python -m bench.compare --jobs 200 --lws 40 --repeat 3 \
       --engines no_kueue,ours_lifted,upstream_tuned
 """

@@ -21,8 +21,8 @@ Obj = dict[str, Any]
 COMPARISONS = (
     ("defaults", "ours", "upstream"),
     ("lifted", "ours_lifted", "upstream_tuned"),
-    # Ours with our least-loaded dispatcher (upstream has none like it) against the same upstream arm.
-    ("least_loaded", "ours_least_loaded", "upstream_tuned"),
+    # Ours with upstream's AllAtOnce dispatcher instead of our shipped least-loaded: like for like.
+    ("all_at_once", "ours_all_at_once", "upstream_tuned"),
 )
 # The figures of an arm (medians over its complete repeats); "higher"/"lower" is better.
 ARM_FIGURES: dict[str, str] = {
@@ -189,7 +189,7 @@ def add_above_floor(arms: Mapping[str, Obj | None]) -> None:
 
 
 def compare(arms: Mapping[str, Obj | None]) -> dict[str, Obj]:
-    """ratios.<defaults|lifted|least_loaded>: ours / theirs for every ARM_FIGURES key, or why there
+    """ratios.<defaults|lifted|all_at_once>: ours / theirs for every ARM_FIGURES key, or why there
     is none; with the floor arm's figures (add_above_floor), `above_floor`: ours / theirs of what
     each spends above the floor."""
     out: dict[str, Obj] = {}

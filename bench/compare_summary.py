@@ -18,11 +18,15 @@ from bench.prom import APISERVER_REQUESTS, Sample, counter_delta, metric_by_labe
 from bench.stats import Distribution, distribution, fmt, per, total
 
 # Each side at its shipped client budget, then every client of both at one equal lifted budget
-# (upstream_tuned: upstream built with our worker-client patch, hack/patches/).
+# (upstream_tuned: upstream built with our worker-client patch, hack/patches/). Each side runs its
+# shipped dispatcher: ours least-loaded (deploy/manager/config.yaml), upstream AllAtOnce.
+# ours_all_at_once (only with --engines): ours_lifted with upstream's AllAtOnce, like for like.
 # no_kueue (only with --engines, bench.compare_floor): the same mix straight on the workers, no Kueue.
-ENGINES = ("ours", "upstream", "ours_lifted", "upstream_tuned", "ours_least_loaded", "no_kueue")
+ENGINES = ("ours", "upstream", "ours_lifted", "upstream_tuned", "ours_all_at_once", "no_kueue")
 # The arms a run has without --engines: the four of the fair comparison.
 DEFAULT_ENGINES = ENGINES[:4]
+# Our shipped Configuration's dispatcher (deploy/manager/config.yaml, the Helm chart), by localfleet's name.
+SHIPPED_DISPATCHER = "LeastLoaded"
 # The lifted budget's default: upstream's own clientConnection default, for every client of both.
 LIFTED_QPS = 300.0
 LIFTED_BURST = 500
@@ -79,14 +83,16 @@ def engines(args: argparse.Namespace) -> list[Engine]:
     """The runs `args.engines` asks for, in the order given."""
     every = ("manager", *(f"worker{i}" for i in range(1, args.workers + 1)))
     known = {
-        "ours": Engine("ours", (), None, None),
+        "ours": Engine("ours", (), None, None, dispatcher=SHIPPED_DISPATCHER),
         "upstream": Engine("upstream", every, None, None),
-        "ours_lifted": Engine("ours_lifted", (), args.lifted_qps, args.lifted_burst),
+        "ours_lifted": Engine(
+            "ours_lifted", (), args.lifted_qps, args.lifted_burst, dispatcher=SHIPPED_DISPATCHER
+        ),
         "upstream_tuned": Engine(
             "upstream_tuned", every, args.lifted_qps, args.lifted_burst, lifted_workers=True
         ),
-        "ours_least_loaded": Engine(
-            "ours_least_loaded", (), args.lifted_qps, args.lifted_burst, dispatcher="LeastLoaded"
+        "ours_all_at_once": Engine(
+            "ours_all_at_once", (), args.lifted_qps, args.lifted_burst, dispatcher="AllAtOnce"
         ),
         "no_kueue": Engine("no_kueue", (), None, None, kueue=False),
     }

@@ -254,7 +254,7 @@ def test_manager_kustomization_is_accepted_by_the_apiserver(fleet):
     config = parse_config(yaml.safe_load(configmap["data"]["manager.yaml"]))
     assert config.namespace == "kueue-system"
     assert config.leader_election_id == MANAGER_SA
-    assert config.multikueue.dispatcher_name == api.DISPATCHER_ALL_AT_ONCE
+    assert config.multikueue.dispatcher_name == api.DISPATCHER_LEAST_LOADED
 
 
 async def test_manager_service_account_permissions(kube, fleet):

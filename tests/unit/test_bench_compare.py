@@ -4,14 +4,17 @@ ours / upstream ratios."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the package bench/, as `python -m bench.<name>` from the root finds it
 from bench import compare, compare_summary, federation_result, procfs, prom, stats  # noqa: E402
+from localfleet.common import DISPATCHERS  # noqa: E402
 
 REQUIRED_KEYS = {
     "throughput_wl_s",
@@ -291,14 +294,24 @@ def test_the_arms_table_lists_where_requests_go_per_workload():
     assert folded["api_requests_per_wl_by_kind"] == {"GET batch/jobs": 3.0, "POST core/events": 0.5}
 
 
-def test_the_least_loaded_arm_is_ours_lifted_with_our_dispatcher_and_only_on_request():
-    assert "ours_least_loaded" not in compare.parse_args([]).engines
-    args = compare.parse_args(["--engines", "ours_lifted,ours_least_loaded,upstream_tuned"])
+def test_our_arms_run_the_shipped_dispatcher_and_all_at_once_only_on_request():
+    assert "ours_all_at_once" not in compare.parse_args([]).engines
+    args = compare.parse_args(["--engines", "ours,ours_lifted,ours_all_at_once,upstream_tuned"])
     by_name = {e.name: e for e in compare_summary.engines(args)}
-    least, lifted = by_name["ours_least_loaded"], by_name["ours_lifted"]
-    assert least.upstream_clusters == () and least.dispatcher == "LeastLoaded"
-    assert lifted.dispatcher is None and by_name["upstream_tuned"].dispatcher is None
-    assert (least.client_qps, least.client_burst) == (lifted.client_qps, lifted.client_burst)
+    aao, lifted = by_name["ours_all_at_once"], by_name["ours_lifted"]
+    assert aao.upstream_clusters == () and aao.dispatcher == "AllAtOnce"
+    assert lifted.dispatcher == by_name["ours"].dispatcher == "LeastLoaded"
+    assert by_name["upstream_tuned"].dispatcher is None
+    assert (aao.client_qps, aao.client_burst) == (lifted.client_qps, lifted.client_burst)
+
+
+def test_the_shipped_dispatcher_is_the_one_of_the_deployed_configuration():
+    """The bench's `ours` arms run what deploy/manager and the Helm chart ship."""
+    manager = yaml.safe_load((REPO / "deploy" / "manager" / "config.yaml").read_text())
+    shipped = yaml.safe_load(manager["data"]["manager.yaml"])["multiKueue"]["dispatcherName"]
+    values = yaml.safe_load((REPO / "deploy" / "helm" / "kueue-federation" / "values.yaml").read_text())
+    assert DISPATCHERS[compare_summary.SHIPPED_DISPATCHER] == shipped
+    assert json.dumps(values).count(shipped) == 1
 
 
 def test_the_no_kueue_arm_runs_no_kueue_and_only_on_request():

@@ -103,12 +103,12 @@ def test_ratios_compare_defaults_and_lifted_arms_and_never_a_truncated_one():
     report = compare_fair.format_arms(arms)
     assert "upstream_tuned: TRUNCATED (1/2)" in report and "cpu ms/wl: apiservers" in report
     assert "kueue.x-k8s.io / floor 8" in report and "kueue.x-k8s.io / API floor 11" in report
-    assert "least_loaded" not in table  # that arm did not run
-    arms["ours_least_loaded"] = compare_fair.fold([repeat(12.0)])
+    assert "all_at_once" not in table  # that arm did not run
+    arms["ours_all_at_once"] = compare_fair.fold([repeat(12.0)])
     arms["upstream_tuned"] = compare_fair.fold([repeat(3.0)])
-    least = compare_fair.compare(arms)["least_loaded"]
-    assert (least["ours"], least["upstream"]) == ("ours_least_loaded", "upstream_tuned")
-    assert least["throughput_wl_s"] == pytest.approx(4.0)
+    like = compare_fair.compare(arms)["all_at_once"]
+    assert (like["ours"], like["upstream"]) == ("ours_all_at_once", "upstream_tuned")
+    assert like["throughput_wl_s"] == pytest.approx(4.0)
     assert compare_fair.per_floor(12.0) == 1.5 and compare_fair.per_floor(None) is None
     assert compare_fair.per_floor(13.2, compare_fair.KUEUE_REQUESTS_API_FLOOR_PER_WL) == pytest.approx(1.2)
     json.dumps({"arms": arms, "ratios": table})  # the --json payload serializes

@@ -1,8 +1,8 @@
 """Side by side with upstream MultiKueue: the same workload mix through a fresh local fleet of
-1 manager + N workers (default 3), one fleet at a time, in four arms (and a fifth on request):
+1 manager + N workers (default 3), one fleet at a time, in four arms (and two more on request):
 
   ours             our manager and worker_agents at our shipped client budget (20 qps / 30 burst
-                   per API resource)
+                   per API resource) and with our shipped dispatcher, least-loaded
   upstream         upstream Kueue (KUEUE_VERSION of hack/versions.env) on every cluster at its shipped
                    defaults: clientConnection 300 / 500 for its manager-local client, while its
                    MultiKueue worker clients get client-go's 5 / 10 per API resource (v0.19.2 has no

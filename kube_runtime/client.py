@@ -385,6 +385,16 @@ class KubeClient:
             return resource, None
         return dataclasses.replace(resource, version=version), resource.version
 
+    def wire_api_version(self, api_version: str, kind: str) -> str:
+        """`api_version` of an object of `kind` as this server names it: a Kueue object our processes
+        hold as v1beta1 is `kueue.x-k8s.io/v1beta2` where that is spoken on the wire (an Event about it
+        must say so: `kubectl events --for workload/NAME` asks for the server's preferred version)."""
+        group, _, version = api_version.rpartition("/")
+        wire = self.wire_versions.get(group)
+        if wire is None or wire == version or kind not in conversion.KINDS:
+            return api_version
+        return f"{group}/{wire}"
+
     def _encode(self, resource: ResourceLike, body: Any) -> Any:
         wire, _ = self._wire(resource)
         if wire is resource or not isinstance(body, dict):

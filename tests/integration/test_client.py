@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 import yaml
+from admission_kit import workload
 
 from kube_runtime import api
 from kube_runtime.client import (
@@ -228,3 +229,20 @@ async def test_event_recorder_does_not_wait_for_the_api_and_drops_beyond_its_que
     await recorder.close(flush_seconds=10)
     written = {e["reason"] for e in (await kube.list(EVENT, namespace))[0]}
     assert {"Step0", "Step1", "Step2"} <= written and not {"Step3", "Step4"} & written
+
+
+async def test_an_event_about_a_workload_names_the_version_kubectl_asks_for(kube, fleet, namespace):
+    """Our processes hold Workloads as v1beta1; the Event names the version spoken on the wire
+    (v1beta2, the CRDs' preferred one, as upstream's do), so `kubectl events --for workload/NAME`,
+    which filters on the preferred version, finds it."""
+    body = workload(namespace, "evented-wl", "no-such-queue")
+    wl = await kube.create(api.WORKLOAD, body, namespace=namespace)
+    assert wl["apiVersion"] == "kueue.x-k8s.io/v1beta1"  # the form our processes work in
+    recorder = EventRecorder(kube, "kueue-federation-test", "test-instance-1")
+    await recorder.event(wl, "Normal", "QuotaReserved", "Admission", "reserved for the test")
+    await recorder.flush()
+    [event] = await find_events(kube, namespace, "QuotaReserved")
+    assert event["regarding"]["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert event["regarding"]["uid"] == wl["metadata"]["uid"]
+    out = fleet.kubectl("manager", "events", "-n", namespace, "--for", "workload/evented-wl").stdout
+    assert "QuotaReserved" in out and "reserved for the test" in out, out

@@ -385,11 +385,14 @@ class KubeClient:
             return resource, None
         return dataclasses.replace(resource, version=version), resource.version
 
-    def wire_api_version(self, api_version: str, kind: str) -> str:
+    async def wire_api_version(self, api_version: str, kind: str) -> str:
         """`api_version` of an object of `kind` as this server names it: a Kueue object our processes
         hold as v1beta1 is `kueue.x-k8s.io/v1beta2` where that is spoken on the wire (an Event about it
-        must say so: `kubectl events --for workload/NAME` asks for the server's preferred version)."""
+        must say so: `kubectl events --for workload/NAME` asks for the server's preferred version).
+        Negotiates the group's version first if this client has not spoken it yet."""
         group, _, version = api_version.rpartition("/")
+        if kind in conversion.KINDS:
+            await self._negotiate(Resource(group, version, "", kind, True))
         wire = self.wire_versions.get(group)
         if wire is None or wire == version or kind not in conversion.KINDS:
             return api_version

@@ -216,7 +216,7 @@ class EventRecorder:
         now: dt.datetime,
     ) -> None:
         reason, action = reason[:REASON_ACTION_MAX], action[:REASON_ACTION_MAX]
-        regarding_ref, related_ref = self._on_wire(regarding_ref), self._on_wire(related_ref)
+        regarding_ref, related_ref = await self._on_wire(regarding_ref), await self._on_wire(related_ref)
         key = (action, reason, self.reporting_controller, _ref_key(regarding_ref), _ref_key(related_ref))
         now_mono = self._clock.monotonic()
         if now_mono >= self._next_expiry or len(self._cache) >= _CACHE_LIMIT:
@@ -234,12 +234,12 @@ class EventRecorder:
         created = await self.client.create(api.EVENT, event)
         self._cache[key] = _Series(created, 1, now, now_mono, 1, now_mono)
 
-    def _on_wire(self, ref: Obj | None) -> Obj | None:
+    async def _on_wire(self, ref: Obj | None) -> Obj | None:
         """The reference with the apiVersion the server speaks for its kind (upstream's Events about
         a Workload name kueue.x-k8s.io/v1beta2, the version its controllers hold)."""
         if not ref or not ref.get("apiVersion") or not ref.get("kind"):
             return ref
-        version = self.client.wire_api_version(ref["apiVersion"], ref["kind"])
+        version = await self.client.wire_api_version(ref["apiVersion"], ref["kind"])
         return ref if version == ref["apiVersion"] else {**ref, "apiVersion": version}
 
     def _new_event(

@@ -238,9 +238,11 @@ async def test_an_event_about_a_workload_names_the_version_kubectl_asks_for(kube
     body = workload(namespace, "evented-wl", "no-such-queue")
     wl = await kube.create(api.WORKLOAD, body, namespace=namespace)
     assert wl["apiVersion"] == "kueue.x-k8s.io/v1beta1"  # the form our processes work in
-    recorder = EventRecorder(kube, "kueue-federation-test", "test-instance-1")
-    await recorder.event(wl, "Normal", "QuotaReserved", "Admission", "reserved for the test")
-    await recorder.flush()
+    # A client of its own, which has not spoken kueue.x-k8s.io yet (the processes' event clients).
+    async with await KubeClient.from_kubeconfig_file(fleet.kubeconfig("manager")) as events_client:
+        recorder = EventRecorder(events_client, "kueue-federation-test", "test-instance-1")
+        await recorder.event(wl, "Normal", "QuotaReserved", "Admission", "reserved for the test")
+        await recorder.flush()
     [event] = await find_events(kube, namespace, "QuotaReserved")
     assert event["regarding"]["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert event["regarding"]["uid"] == wl["metadata"]["uid"]

@@ -390,13 +390,12 @@ class KubeClient:
         hold as v1beta1 is `kueue.x-k8s.io/v1beta2` where that is spoken on the wire (an Event about it
         must say so: `kubectl events --for workload/NAME` asks for the server's preferred version).
         Negotiates the group's version first if this client has not spoken it yet."""
-        group, _, version = api_version.rpartition("/")
-        if kind in conversion.KINDS:
-            await self._negotiate(Resource(group, version, "", kind, True))
-        wire = self.wire_versions.get(group)
-        if wire is None or wire == version or kind not in conversion.KINDS:
+        if kind not in conversion.KINDS:
             return api_version
-        return f"{group}/{wire}"
+        group, _, version = api_version.rpartition("/")
+        await self._negotiate(Resource(group, version, "", kind, True))
+        wire = self.wire_versions.get(group)
+        return api_version if wire is None or wire == version else f"{group}/{wire}"
 
     def _encode(self, resource: ResourceLike, body: Any) -> Any:
         wire, _ = self._wire(resource)

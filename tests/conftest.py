@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from localfleet.common import MANAGER_COMPONENT
+
 REPO = Path(__file__).resolve().parent.parent
 LOCALFLEET = REPO / "hack" / "localfleet.py"
 
@@ -95,7 +97,7 @@ def fleet():
         if not path.is_file():
             pytest.fail(f"LOCALFLEET_STATE={state_env} does not exist: is the fleet up?")
         loaded = _load_fleet(path)
-        if any(p.get("component") == "manager" for p in loaded.state.get("processes", ())):
+        if any(p.get("component") == MANAGER_COMPONENT for p in loaded.state.get("processes", ())):
             # Two managers on one manager cluster fight over every Workload the tests submit.
             pytest.fail(
                 f"the fleet of LOCALFLEET_STATE={state_env} runs a MultiKueue manager (`make up` or "

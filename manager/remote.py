@@ -183,6 +183,10 @@ class RemoteClient:
         # manager created that the watch has not shown yet: a reconcile that runs again before it
         # does would create the object a second time (a 409 and a read-back).
         self._created: OrderedDict[tuple[str, str], tuple[float, Obj]] = OrderedDict()
+        # Monotonic time the watch last showed a copy the worker could not admit (QuotaReserved
+        # False), refused copies that left included: the least-loaded dispatcher gives the worker
+        # no copy for a round after it.
+        self.last_refusal: float | None = None
 
     # -- state -------------------------------------------------------------------------------
 
@@ -406,9 +410,10 @@ class RemoteClient:
             on_failure=self._failed,
             transform=self._transforms.get(resource, compact),
         )
+        handler = self._handler(keys_for)
         if resource == api.WORKLOAD:
             informer.add_index(INDEX_COPY_STATE, copy_state)
-        handler = self._handler(keys_for)
+            handler = self._noting_refusals(handler)
         informer.add_handler(
             on_add=handler,
             on_update=lambda _old, new, h=handler: h(new),
@@ -455,6 +460,14 @@ class RemoteClient:
             keys = keys_for(obj)
             if keys:
                 self._on_event(self.name, keys)
+
+        return handle
+
+    def _noting_refusals(self, handler: Callable[[Obj], None]) -> Callable[[Obj], None]:
+        def handle(obj: Obj) -> None:
+            if copy_state(obj) == (COPY_REFUSED,):
+                self.last_refusal = self.clock.monotonic()
+            handler(obj)
 
         return handle
 

@@ -8,7 +8,8 @@ When a worker has room the first copy is admitted at once, so the others were wo
 
 Room is read from the manager's watch cache of its copies (no extra request). A worker has no
 room while it keeps a copy refused (its `QuotaReserved` condition False: the worker's scheduler
-tried and could not admit it), or for a round after it refused one. Among the workers with room,
+tried and could not admit it), or for a round after its watch last showed one refused (whatever
+Workload it was, and however that Workload was placed in the end). Among the workers with room,
 the one with the fewest copies waiting (those not yet tried there, plus the nominations of the
 last seconds that its watch has not shown yet, so that a burst spreads instead of landing on one
 worker), then the fewest holding quota, then the MultiKueueConfig's order. The choice is made in
@@ -49,8 +50,6 @@ class LeastLoadedChoice:
         self.chosen: dict[str, tuple[str, float]] = {}
         # worker -> {Workload key: monotonic time of its nomination there}
         self.unseen: dict[str, dict[str, float]] = {}
-        # worker -> monotonic time a copy was last seen refused there
-        self.refused_at: dict[str, float] = {}
 
     def nominate(
         self, key: str, current: list[str], everyone: list[str], copies: Mapping[str, Obj | None]
@@ -59,9 +58,6 @@ class LeastLoadedChoice:
         `everyone`: the connected workers that may get a copy, in the MultiKueueConfig's order;
         `copies`: this Workload's copy on each worker (None where it has none)."""
         now = self.clock.monotonic()
-        for cluster, copy in copies.items():
-            if refused(copy):
-                self.refused_at[cluster] = now
         if len(everyone) < 2 or set(everyone) <= set(current):
             self.chosen.pop(key, None)
             return everyone, None
@@ -98,7 +94,7 @@ class LeastLoadedChoice:
             self.unseen.pop(cluster, None)
             return (1, 0, 0)
         waiting, holding, refusing = client.copy_counts()
-        last_refusal = self.refused_at.get(cluster)
+        last_refusal = client.last_refusal
         recently = last_refusal is not None and now - last_refusal < self.round_timeout
         return (int(bool(refusing) or recently), waiting + self._unseen(cluster, client, now), holding)
 

@@ -105,6 +105,8 @@ async def test_least_loaded_dispatcher_sends_one_copy_where_there_is_room(fleet,
         fleet, kube, namespace, worker_cpu={"worker1": "0", "worker2": "4"}, start_manager=False
     ) as env:
         await env.start_manager(config, options)
+        # Both connected first: a Job dispatched while only worker1 is would widen when worker2 joins.
+        await env.wait_connected()
         first, second = env.clusters  # equal load: config order, worker1 first
 
         async def workload_of(job: str) -> str | None:

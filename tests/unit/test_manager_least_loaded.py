@@ -19,6 +19,7 @@ class FakeRemote:
     def __init__(self, waiting: int = 0, holding: int = 0, refusing: int = 0) -> None:
         self.waiting, self.holding, self.refusing = waiting, holding, refusing
         self.copies: set[str] = set()
+        self.last_refusal: float | None = None  # set by the watch in RemoteClient
 
     def copy_counts(self) -> tuple[int, int, int]:
         return self.waiting, self.holding, self.refusing
@@ -103,15 +104,31 @@ def test_with_no_room_anywhere_every_worker_gets_a_copy() -> None:
 
 
 async def test_a_refused_copy_widens_to_every_worker_at_once_and_the_worker_has_no_room_for_a_round() -> None:
-    f = Fixture({"w1": FakeRemote(), "w2": FakeRemote(holding=1)})
+    w1 = FakeRemote()
+    f = Fixture({"w1": w1, "w2": FakeRemote(holding=1)})
     assert f.nominate() == (["w1"], ROUND)
     assert f.nominate(current=["w1"], copies={"w1": copy(), "w2": None}) == (["w1"], ROUND)
+    w1.refusing, w1.last_refusal = 1, f.clock.monotonic()  # what w1's watch shows
     assert f.nominate(current=["w1"], copies={"w1": copy("False"), "w2": None}) == (["w1", "w2"], None)
     assert f.nominate(current=["w1", "w2"]) == (["w1", "w2"], None)  # widened for good
     # The refused copy is gone (admitted elsewhere): w1 still counts as full until the round ends.
+    w1.refusing = 0
     assert f.nominate("team-a/next") == (["w2"], ROUND)
     await f.clock.advance(ROUND)
     assert f.nominate("team-a/later") == (["w1"], ROUND)
+
+
+async def test_a_refusal_of_any_workload_leaves_the_worker_no_room_for_a_round() -> None:
+    # However the refused Workload was placed (widened for another reason, admitted elsewhere
+    # before this dispatcher looked at it again), the worker's watch saw the refusal.
+    w1 = FakeRemote()
+    f = Fixture({"w1": w1, "w2": FakeRemote(holding=3)})
+    w1.last_refusal = f.clock.monotonic()
+    assert f.nominate("team-a/one") == (["w2"], ROUND)
+    await f.clock.advance(ROUND / 2)
+    assert f.nominate("team-a/two") == (["w2"], ROUND)
+    await f.clock.advance(ROUND / 2)
+    assert f.nominate("team-a/three") == (["w1"], ROUND)
 
 
 async def test_the_round_ends_in_every_worker() -> None:

@@ -347,6 +347,24 @@ def test_a_copy_waits_for_quota_holds_it_is_refused_or_once_finished_counts_for_
     assert copy_state(released) == (COPY_REFUSED,)
 
 
+async def test_the_watch_notes_when_it_last_showed_a_copy_refused_even_one_that_left() -> None:
+    clock = FakeClock(start=START)
+    client = new_client(clock)
+    seen: list[dict] = []
+    handle = client._noting_refusals(seen.append)
+    refused = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False"}]}}
+    handle({})
+    handle(_copy("QuotaReserved", "Admitted"))
+    assert client.last_refusal is None and len(seen) == 2
+    handle(refused)
+    assert client.last_refusal == clock.monotonic()
+    await clock.advance(4)
+    handle(_copy("QuotaReserved", "Admitted"))  # another copy admitted: the refusal stands
+    assert client.last_refusal == clock.monotonic() - 4
+    handle(refused)  # the refused copy deleted (the delete handler passes its last state)
+    assert client.last_refusal == clock.monotonic() and len(seen) == 5
+
+
 class CountingKube:
     """Answers GETs of one job name with `obj` (or 404) and counts them."""
 

@@ -8,7 +8,9 @@ afterwards (`Cleanup`), so one agent per test sees only leftovers that are alrea
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -210,8 +212,30 @@ async def eventually(
         if last:
             return last
         if asyncio.get_running_loop().time() > deadline:
+            # Where every task of the in-process agents and manager waits, for a failure seen once.
+            print(task_dump())
             raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
         await asyncio.sleep(interval)
+
+
+def task_dump() -> str:
+    """The event loop's tasks grouped by where each is suspended (its top coroutine, then the
+    innermost frame it waits in): a test that timed out shows whether a controller or the scheduler
+    was stuck, and where."""
+    places: collections.Counter[str] = collections.Counter()
+    for task in asyncio.all_tasks():
+        coro: Any = task.get_coro()
+        frames = []
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if frame is not None:
+                code = frame.f_code
+                frames.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {code.co_name}")
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        where = " -> ".join(dict.fromkeys([frames[0], frames[-1]])) if frames else "running"
+        places[f"{re.sub(r'-[0-9]+$', '', task.get_name())}: {where}"] += 1
+    lines = [f"  {count:3d} x {place}" for place, count in sorted(places.items())]
+    return "tasks at the timeout:\n" + "\n".join(lines)
 
 
 async def consistently(

@@ -186,14 +186,14 @@ class MultiKueueEnv:
     async def cluster_active(self, name: str) -> tuple[str, str, str] | None:
         return active(await self.get(self.manager_kube, api.MULTIKUEUE_CLUSTER, name))
 
-    async def wait_connected(self, timeout: float = 30) -> None:
+    async def wait_connected(self, seconds: float = 30) -> None:
         """Until the manager reports every worker's MultiKueueCluster Active (connected)."""
 
         async def all_active() -> bool:
             states = [await self.cluster_active(name) for name in self.clusters]
             return all(state is not None and state[0] == "True" for state in states)
 
-        await eventually(all_active, timeout=timeout)
+        await eventually(all_active, timeout=seconds)
 
     async def check_active(self) -> tuple[str, str, str] | None:
         return active(await self.get(self.manager_kube, api.ADMISSION_CHECK, self.check))

@@ -241,6 +241,11 @@ def test_merge_and_restore_template():
     assert restored["spec"]["nodeSelector"] == {"zone": "1"}
     assert "tolerations" not in restored["spec"]
     assert restored["spec"]["containers"] == [{"name": "c"}]
+    # The merge copies what it changes and leaves the template it was given as it was.
+    assert original == {
+        "metadata": {"labels": {"app": "x", "controller-uid": "u"}},
+        "spec": {"nodeSelector": {"zone": "1"}, "containers": [{"name": "c"}]},
+    }
 
 
 def test_merge_rejects_a_conflicting_node_selector():
@@ -264,6 +269,12 @@ def test_template_for_podset_keeps_labels_annotations_and_last_env_var():
     result = framework.template_for_podset(template, drop_label_keys=["job-name"])
     assert result["metadata"] == {"labels": {"keep": "1"}, "annotations": {"a": "b"}}
     assert result["spec"]["containers"][0]["env"] == [{"name": "B"}, {"name": "A", "value": "2"}]
+    # A copy: changing the PodSet's template leaves the job's alone.
+    result["metadata"]["annotations"]["a"] = "changed"
+    result["spec"]["containers"][0]["name"] = "changed"
+    assert template["metadata"]["annotations"] == {"a": "b"}
+    assert template["spec"]["containers"][0]["name"] == "c"
+    assert len(template["spec"]["containers"][0]["env"]) == 3
 
 
 def _podset(count=1, cpu="1", tolerations=None, min_count=None):

@@ -271,10 +271,13 @@ class PodSetInfoConflict(Exception):
 
 
 def merge_into_template(template: Obj, info: Obj) -> Obj:
-    """A copy of `template` with the info's labels, annotations, nodeSelector and tolerations added."""
-    result = copy.deepcopy(template)
-    meta = result.setdefault("metadata", {})
-    spec = result.setdefault("spec", {})
+    """`template` with the info's labels, annotations, nodeSelector and tolerations added. Copy on
+    write: the result's metadata and spec are new dicts and what the merge changes is new, the rest
+    (containers, volumes, ...) is shared with `template`; callers merge into a copy of their own or
+    only read the result."""
+    result = dict(template)
+    meta = result["metadata"] = dict(result.get("metadata") or {})
+    spec = result["spec"] = dict(result.get("spec") or {})
     for key, target in (("labels", meta), ("annotations", meta), ("nodeSelector", spec)):
         values = info.get(key) or {}
         if not values:
@@ -288,7 +291,7 @@ def merge_into_template(template: Obj, info: Obj) -> Obj:
     tolerations = list(spec.get("tolerations") or ())
     for toleration in info.get("tolerations") or ():
         if toleration not in tolerations:
-            tolerations.append(toleration)
+            tolerations.append(copy.deepcopy(toleration))
     if tolerations:
         spec["tolerations"] = tolerations
     return result
@@ -326,7 +329,7 @@ def restore_template(template: Obj, original: Obj, keep_label_keys: Iterable[str
 def template_for_podset(template: Obj | None, drop_label_keys: Iterable[str] = ()) -> Obj:
     """A pod template as a Workload PodSet keeps it: metadata reduced to labels and annotations
     (minus `drop_label_keys`), duplicate env vars removed (the last one wins)."""
-    template = copy.deepcopy(template or {})
+    template = template or {}
     meta = template.get("metadata") or {}
     dropped = set(drop_label_keys)
     result: Obj = {}
@@ -335,7 +338,7 @@ def template_for_podset(template: Obj | None, drop_label_keys: Iterable[str] = (
     if labels:
         kept_meta["labels"] = labels
     if meta.get("annotations"):
-        kept_meta["annotations"] = meta["annotations"]
+        kept_meta["annotations"] = dict(meta["annotations"])
     if kept_meta:
         result["metadata"] = kept_meta
     result["spec"] = dedupe_env_vars(template.get("spec") or {})
@@ -414,7 +417,7 @@ def expected_running_podsets(workload: Obj, flavors: Mapping[str, Obj]) -> list[
         info = infos.get(podset.get("name", api.DEFAULT_PODSET_NAME))
         if info is None:
             return None
-        running = copy.deepcopy(podset)
+        running = dict(podset)  # read only: compared, never written
         try:
             running["template"] = merge_into_template(podset.get("template") or {}, info)
         except PodSetInfoConflict:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
 import structlog
 from aiohttp import web
 
@@ -72,6 +73,12 @@ class Certificates(Protocol):
     async def sync(self) -> bool: ...
 
     async def inject_ca_bundle(self) -> None: ...
+
+
+def json_response(body: Any) -> web.Response:
+    """A JSON answer, encoded with orjson (the apiserver sends a whole object with every review; the
+    standard library's encoder was a tenth of the agent's CPU under load)."""
+    return web.Response(body=orjson.dumps(body), content_type="application/json")
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ class WebhookServer(RetryingTLSServer):
     async def _handle(self, request: web.Request) -> web.Response:
         self.requests_total += 1
         try:
-            review = await request.json()
+            review = orjson.loads(await request.read())
             admission = Request.from_review(review)
         except (ValueError, json.JSONDecodeError) as exc:
             return web.Response(status=400, text=f"invalid AdmissionReview: {exc}\n")
@@ -192,19 +199,19 @@ class WebhookServer(RetryingTLSServer):
         except Exception as exc:  # an API failure while resolving facts: refuse, the client retries
             log.exception("webhook failed", path=request.path, namespace=admission.namespace)
             response = errored(f"{request.path}: {exc}")
-        return web.json_response(response.review(admission.uid))
+        return json_response(response.review(admission.uid))
 
     async def _convert(self, request: web.Request) -> web.Response:
         """CRD conversion between kueue.x-k8s.io v1beta1 and v1beta2; needs no API call or cache."""
         self.requests_total += 1
         try:
-            body = await request.json()
+            body = orjson.loads(await request.read())
         except (ValueError, json.JSONDecodeError) as exc:
             return web.Response(status=400, text=f"invalid ConversionReview: {exc}\n")
         if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
             # As for an AdmissionReview: a body without a request is the caller's error, not a Failure.
             return web.Response(status=400, text="invalid ConversionReview: missing request\n")
-        return web.json_response(convert.review(body))
+        return json_response(convert.review(body))
 
     async def review(self, hook: Hook, req: Request) -> Response:
         """The answer to one AdmissionReview (also called directly by tests)."""

@@ -291,7 +291,7 @@ def merge_into_template(template: Obj, info: Obj) -> Obj:
     tolerations = list(spec.get("tolerations") or ())
     for toleration in info.get("tolerations") or ():
         if toleration not in tolerations:
-            tolerations.append(copy.deepcopy(toleration))
+            tolerations.append(toleration)
     if tolerations:
         spec["tolerations"] = tolerations
     return result

@@ -237,12 +237,14 @@ class QuotaAutomation:
 
     async def _write_condition(self, cq: Obj, decision: Decision) -> None:
         current = find_status_condition((cq.get("status") or {}).get("conditions"), CONDITION)
-        if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
-            decision.status,
-            decision.reason,
-            decision.message,
-        ):
-            return
+        generation = int(cq["metadata"].get("generation") or 0)
+        if current is not None and (
+            current.get("status"),
+            current.get("reason"),
+            current.get("message"),
+            current.get("observedGeneration"),
+        ) == (decision.status, decision.reason, decision.message, generation):
+            return  # written already, for this generation (a quota write since moves it on)
         conditions = [dict(current)] if current is not None else []
         set_status_condition(
             conditions,
@@ -251,7 +253,7 @@ class QuotaAutomation:
                 "status": decision.status,
                 "reason": decision.reason,
                 "message": decision.message,
-                "observedGeneration": int(cq["metadata"].get("generation") or 0),
+                "observedGeneration": generation,
             },
             self.clock.now(),
         )

@@ -61,12 +61,15 @@ def state(cq: Obj) -> tuple[str, str, str] | None:
 async def wait_manager(
     env: MultiKueueEnv, name: str, expected_quotas: dict[str, str] | None, expected_state: Any
 ) -> Obj:
-    """Until the manager ClusterQueue shows these quotas (None: any) and condition (None: absent)."""
+    """Until the manager ClusterQueue shows these quotas (None: any) and condition (None: absent),
+    the condition written for the ClusterQueue's current generation (a quota write comes first)."""
 
     async def reached() -> Obj | None:
         cq = await env.manager_kube.get(api.CLUSTER_QUEUE, name)
         ok = state(cq) == expected_state and (expected_quotas is None or quotas(cq) == expected_quotas)
-        return cq if ok else None
+        written = condition(cq, CONDITION)
+        current = written is None or written.get("observedGeneration") == cq["metadata"]["generation"]
+        return cq if ok and current else None
 
     try:
         return await eventually(reached, timeout=30)

@@ -16,7 +16,7 @@ import pytest
 from kube_runtime import api
 from kueue_domain import fields
 from kueue_domain.config import parse_config
-from worker_agent.webhooks import certs, job, leaderworkerset, pod
+from worker_agent.webhooks import OwnerInformers, certs, job, leaderworkerset, pod
 from worker_agent.webhooks.common import Facts, Lookups
 from worker_agent.webhooks.review import Request, allowed, apply_json_patch, denied, go_json, json_patch
 from worker_agent.webhooks.server import HOOKS, WebhookServer
@@ -733,6 +733,54 @@ async def test_lws_pods_reach_their_lws_through_the_statefulset():
     )
     server = WebhookServer(denied_api, CONFIG, NO_CACHES, None, namespace_labels={NS: {}})  # type: ignore[arg-type]
     assert await server.managed_ancestor(member, NS) is False
+
+
+class CachedOwners:
+    """An integration's informer as the ancestor walk reads it: synced, objects by namespace/name."""
+
+    def __init__(self, resource: api.Resource, *objs: dict, label_selector: str | None = None) -> None:
+        self.resource = resource
+        self.label_selector = label_selector
+        self.has_synced = True
+        self.objs = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in objs}
+
+    def get(self, key: str) -> dict | None:
+        return self.objs.get(key)
+
+
+async def test_owners_of_an_integration_registered_after_the_server_are_read_from_its_cache():
+    """The LWS, JobSet and TrainJob integrations join the agent's informers only once the server
+    is known to serve their kind, after the webhook server is built: their caches still answer
+    the pods' ancestor walk (a copy of the list taken at build time sent a GET per pod)."""
+    lws_obj = named(lws({api.LABEL_QUEUE_NAME: "q"}), "parent")
+    sts = owned_by(
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "parent", "namespace": NS}},
+        "LeaderWorkerSet",
+        "leaderworkerset.x-k8s.io/v1",
+    )
+    owners = OwnersApi((api.LEADER_WORKER_SET, lws_obj), (api.STATEFUL_SET, sts))
+    agent_informers: list = [CachedOwners(api.STATEFUL_SET, sts)]
+    server = WebhookServer(
+        owners,  # type: ignore[arg-type]
+        CONFIG,
+        NO_CACHES,
+        None,  # type: ignore[arg-type]
+        namespace_labels={NS: {}},
+        owner_informers=OwnerInformers(agent_informers),
+    )
+    member = owned_by(plain_pod(), "StatefulSet", "apps/v1")
+    assert await server.managed_ancestor(member, NS) is True
+    assert owners.reads == ["leaderworkersets"]  # not registered yet: read from the API
+    # Registered later (its kind now served), next to a label-filtered pod informer of its own.
+    agent_informers.append(CachedOwners(api.LEADER_WORKER_SET, lws_obj))
+    agent_informers.append(CachedOwners(api.POD, label_selector="x"))
+    owners.reads.clear()
+    assert await server.managed_ancestor(member, NS) is True
+    assert owners.reads == []
+    assert set(OwnerInformers(agent_informers)) == {api.STATEFUL_SET, api.LEADER_WORKER_SET}
+    # A filtered informer of an owner kind is not a cache of every owner: not used.
+    filtered = OwnerInformers([CachedOwners(api.JOB, label_selector="kueue.x-k8s.io/queue-name")])
+    assert len(filtered) == 0 and filtered.get(api.JOB) is None
 
 
 async def test_server_refuses_plain_http_and_malformed_reviews_and_stays_up(tmp_path):

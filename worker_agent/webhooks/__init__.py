@@ -8,14 +8,41 @@ agent starts it right after its health server (`await agent.webhook_server.start
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kube_runtime import api
+from kube_runtime.informer import Informer
 from worker_agent.webhooks.certs import CertManager, FileCerts
 from worker_agent.webhooks.common import Lookups
 from worker_agent.webhooks.server import WebhookServer
 
-__all__ = ["WebhookServer", "agent_lookups", "make_certificates", "setup_webhooks"]
+__all__ = ["OwnerInformers", "WebhookServer", "agent_lookups", "make_certificates", "setup_webhooks"]
+
+# The owners' kinds the pods' ancestor walk can read from a job integration's informer.
+OWNER_KINDS = (api.JOB, api.LEADER_WORKER_SET, api.JOB_SET, api.TRAIN_JOB, api.STATEFUL_SET)
+
+
+class OwnerInformers(Mapping[api.Resource, Informer]):
+    """The job integrations' unfiltered informers of OWNER_KINDS, by kind, looked up in the agent's
+    list when asked: the LeaderWorkerSet, JobSet and TrainJob integrations join that list only
+    once the agent has checked that the server serves their kind, after the webhook server was
+    built (a copy taken then left their owners to a live GET on every pod admitted)."""
+
+    def __init__(self, informers: Sequence[Informer]) -> None:
+        self._informers = informers
+
+    def _current(self) -> dict[api.Resource, Informer]:
+        return {i.resource: i for i in self._informers if i.resource in OWNER_KINDS and not i.label_selector}
+
+    def __getitem__(self, resource: api.Resource) -> Informer:
+        return self._current()[resource]
+
+    def __iter__(self) -> Iterator[api.Resource]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
 
 
 def agent_lookups(state: Any) -> Lookups:
@@ -51,13 +78,8 @@ def setup_webhooks(agent: Any) -> WebhookServer | None:
         return None
     certificates = getattr(agent, "certificates", None) or make_certificates(agent)
     # Owners the ancestor walk can read from a cache instead of the API: the unfiltered informers
-    # the job integrations registered (so call this after setup_integrations).
-    owner_informers = {
-        informer.resource: informer
-        for informer in agent.integration_informers
-        if informer.resource in (api.JOB, api.LEADER_WORKER_SET, api.JOB_SET, api.TRAIN_JOB, api.STATEFUL_SET)
-        and not informer.label_selector
-    }
+    # the job integrations registered, now or later.
+    owner_informers = OwnerInformers(agent.integration_informers)
     return WebhookServer(
         agent.kube,
         config,

@@ -144,7 +144,7 @@ class WebhookServer(RetryingTLSServer):
         self.config = config
         self.lookups = lookups
         self.namespace_labels = namespace_labels if namespace_labels is not None else {}
-        self.owner_informers = dict(owner_informers or {})
+        self.owner_informers = owner_informers if owner_informers is not None else {}
         self.health_servers = health_servers if health_servers is not None else []
         self.enabled = set(enabled_frameworks(config.frameworks))
         self.owner_resources = {

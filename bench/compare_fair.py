@@ -37,6 +37,7 @@ ARM_FIGURES: dict[str, str] = {
     "fleet_cpu_ms_per_wl": "lower",
     "fleet_cpu_ms_per_wl_above_idle": "lower",
     "kueue_cpu_ms_per_wl": "lower",
+    "fleet_cpu_ms_per_wl_outside_kueue": "lower",
     "manager_cluster_rss_mib": "lower",
     "api_requests_per_wl": "lower",
     "api_requests_per_wl_kueue_group": "lower",
@@ -60,6 +61,10 @@ KUEUE_REQUESTS_API_FLOOR_PER_WL = KUEUE_REQUESTS_FLOOR_PER_WL + 3
 FLOOR_ARM = "no_kueue"
 # What each other arm is also given above the floor arm's: what its queueing and federation cost.
 ABOVE_FLOOR_FIGURES = ("fleet_cpu_ms_per_wl", "fleet_cpu_ms_per_wl_above_idle", "api_requests_per_wl")
+# The ratio of ours' fleet CPU outside its Kueue processes to upstream's whole fleet CPU: where the
+# whole-fleet CPU ratio would stand if ours' own processes cost nothing (a bound on what making them
+# cheaper can buy; only fewer or cheaper requests go below it).
+CPU_BOUND = "fleet_cpu_ratio_if_ours_kueue_cost_nothing"
 # Kinds of fleet process, by their localfleet component name.
 CPU_KINDS = ("apiservers", "etcd", "controllers", "kwok", "kueue")
 
@@ -123,6 +128,12 @@ def fleet_cpu(cpu_by_process: Mapping[str, float | None], workloads: int, cpus: 
         if workloads
         else {},
         "kueue_cpu_ms_per_wl": 1000.0 * by_kind["kueue"] / workloads if workloads else None,
+        # What the rest of the fleet (apiservers, etcd, controllers, kwok) spends serving the arm's
+        # requests and running its work: the whole-fleet CPU the arm would have if its Kueue
+        # processes cost nothing at all.
+        "fleet_cpu_ms_per_wl_outside_kueue": 1000.0 * (total - by_kind["kueue"]) / workloads
+        if workloads
+        else None,
         "cpu_ceiling_wl_s": 1000.0 * cpus / per_wl if per_wl else None,
     }
 
@@ -206,6 +217,11 @@ def compare(arms: Mapping[str, Obj | None]) -> dict[str, Obj]:
             "ours": ours_name,
             "upstream": theirs_name,
             **{fig: ratio(ours.get(fig), theirs.get(fig)) for fig in ARM_FIGURES},
+            # The lowest whole-fleet CPU ratio ours could reach with the same requests: its Kueue
+            # processes at no cost, against upstream's whole fleet.
+            CPU_BOUND: ratio(
+                ours.get("fleet_cpu_ms_per_wl_outside_kueue"), theirs.get("fleet_cpu_ms_per_wl")
+            ),
         }
         if "above_floor" in ours and "above_floor" in theirs:
             mine, base = ours["above_floor"], theirs["above_floor"]
@@ -297,6 +313,8 @@ def format_comparisons(table: Mapping[str, Obj]) -> str:
             continue
         lines.append(head)
         lines += [f"      {fig.ljust(34)}{fmt(row.get(fig), digits=2)}" for fig in ARM_FIGURES]
+        if CPU_BOUND in row:
+            lines.append(f"      {CPU_BOUND.ljust(50)}{fmt(row[CPU_BOUND], digits=2)}")
         for fig, value in (row.get("above_floor") or {}).items():
             lines.append(f"      {(fig + ' above ' + FLOOR_ARM).ljust(50)}{fmt(value, digits=2)}")
     return "\n".join(lines)

@@ -51,6 +51,7 @@ def test_fleet_cpu_is_split_by_kind_of_process_and_gives_the_machine_ceiling():
         {"apiservers": 1000.0, "etcd": 200.0, "controllers": 200.0, "kwok": 100.0, "kueue": 500.0}
     )
     assert out["kueue_cpu_ms_per_wl"] == pytest.approx(500.0)
+    assert out["fleet_cpu_ms_per_wl_outside_kueue"] == pytest.approx(1500.0)
     assert out["cpu_ceiling_wl_s"] == pytest.approx(1.0)  # 2 CPUs at 2 s of CPU per Workload
 
 
@@ -60,6 +61,7 @@ def repeat(throughput: float, complete: bool = True, **more) -> dict:
         "throughput_wl_s": throughput,
         "p99_admitted_s": 10.0 / throughput,
         "fleet_cpu_ms_per_wl": 1000.0 / throughput,
+        "fleet_cpu_ms_per_wl_outside_kueue": 600.0 / throughput,
         "fleet_cpu_ms_per_wl_by_kind": {"apiservers": 600.0 / throughput, "kueue": 400.0 / throughput},
         "cpu_ceiling_wl_s": 2 * throughput,
         "client_budget": "b",
@@ -91,6 +93,8 @@ def test_ratios_compare_defaults_and_lifted_arms_and_never_a_truncated_one():
     assert table["defaults"]["ours"] == "ours" and table["defaults"]["upstream"] == "upstream"
     assert table["defaults"]["throughput_wl_s"] == pytest.approx(3.0)
     assert table["defaults"]["fleet_cpu_ms_per_wl"] == pytest.approx(1 / 3)
+    # ours outside its Kueue processes (100 ms) against upstream's whole fleet (500 ms)
+    assert table["defaults"][compare_fair.CPU_BOUND] == pytest.approx(0.2)
     assert table["defaults"]["lws_groups_per_s"] is None  # neither has it
     assert table["lifted"] == {
         "ours": "ours_lifted",
@@ -100,6 +104,7 @@ def test_ratios_compare_defaults_and_lifted_arms_and_never_a_truncated_one():
     assert "lifted" not in compare_fair.compare({k: v for k, v in arms.items() if k != "ours_lifted"})
     text = compare_fair.format_comparisons(table)
     assert "defaults: ours / upstream" in text and "no ratio, truncated: upstream_tuned" in text
+    assert f"{compare_fair.CPU_BOUND}" in text
     report = compare_fair.format_arms(arms)
     assert "upstream_tuned: TRUNCATED (1/2)" in report and "cpu ms/wl: apiservers" in report
     assert "kueue.x-k8s.io / floor 8" in report and "kueue.x-k8s.io / API floor 11" in report

@@ -31,13 +31,17 @@ Obj = dict[str, Any]
 # Pod counts a running Job reports; a suspended Job whose pods are gone reports none.
 _POD_COUNTS = ("active", "ready", "terminating")
 
-# A running Job's progress (pods active, ready, counted as they end) is mirrored at most once per
-# interval: the worker's job controller writes its status several times within moments (the pod
-# started, then ready; at its end the pod uncounted, counted, then the Job's conditions), and each
-# copy is a write on the manager cluster that the manager cluster's worker_agent reconciles again.
-# A held-back change is written when the interval is over (the reconcile is requeued as deferred)
-# or with the next change that is not held back: the end of a run and a suspension go at once.
+# A running Job's progress (pods active, ready, counted as they end) is mirrored once it has waited
+# this long since first seen, so at most once per interval: the worker's job controller writes its
+# status several times within moments (the pod started, then ready; at its end the pod uncounted,
+# counted, then the Job's conditions), and each copy is a write on the manager cluster that the
+# manager cluster's worker_agent reconciles again. A held-back change is written when its wait is
+# over (the reconcile is requeued as deferred) or with the next change that is not held back: the
+# end of a run and a suspension go at once. Upstream batches every worker event for 1 s, which
+# coalesces these the same way.
 MIRROR_MIN_INTERVAL_SECONDS = 1.0
+# How long the job-state tables below keep a Job that left without being seen again.
+_FORGET_AFTER_SECONDS = 60.0
 
 # Labels the Job controller adds to the pod template; the worker's apiserver adds its own.
 _GENERATED_TEMPLATE_LABELS = (
@@ -99,6 +103,24 @@ def progress_only(local: Obj, remote_status: Obj) -> bool:
     )
 
 
+def job_key(job: Obj) -> str:
+    meta = job["metadata"]
+    return f"{meta['namespace']}/{meta['name']}"
+
+
+def waited(since: dict[str, float], key: str, now: float) -> bool:
+    """Whether what `key` waits for was first seen at least MIRROR_MIN_INTERVAL_SECONDS ago (the
+    first call starts the wait). `since` keeps insertion order, so entries of Jobs that left
+    unseen are dropped oldest first once _FORGET_AFTER_SECONDS old."""
+    first = since.setdefault(key, now)
+    while since:
+        oldest = next(iter(since))
+        if now - since[oldest] < _FORGET_AFTER_SECONDS or oldest == key:
+            break
+        del since[oldest]
+    return now - first >= MIRROR_MIN_INTERVAL_SECONDS
+
+
 def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
     meta = local_job["metadata"]
     spec = copy.deepcopy(local_job.get("spec") or {})
@@ -137,8 +159,10 @@ class JobAdapter:
         self.local_kube = local_kube
         self.local_jobs = local_jobs
         self.clock = clock
-        # Job key -> monotonic time of its last mirror, oldest first; kept for the interval only.
-        self._mirrored_at: dict[str, float] = {}
+        # Job key -> when a change held back was first seen: progress not yet copied, and the
+        # manager's Job seen suspended while its worker runs it. Oldest first.
+        self._progress_since: dict[str, float] = {}
+        self._suspended_since: dict[str, float] = {}
 
     def is_managed(self, namespace: str, name: str) -> tuple[bool, str]:
         job = self.local_job(namespace, name)
@@ -170,8 +194,11 @@ class JobAdapter:
             return True
         if not suspended(local) or suspended(remote_job) or job_finished(remote_job):
             return not await self._mirror_status(local, remote_job.get("status") or {})
-        # The manager's Job is still suspended (not yet Admitted here) while the worker runs it.
-        await self._mark_suspended(local)
+        # The manager's Job is still suspended while the worker runs it. Its Workload was usually
+        # admitted moments ago and the Job is about to be unsuspended: upstream's condition is
+        # written only when that has not happened within the interval.
+        if waited(self._suspended_since, job_key(local), self.clock.monotonic()):
+            await self._mark_suspended(local)
         return True
 
     async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
@@ -203,27 +230,22 @@ class JobAdapter:
         local_status = local.get("status") or {}
         remote_status = mirrored_status(local, remote_status)
         if local_status == remote_status:
+            self._progress_since.pop(job_key(local), None)
             return True
         meta = local["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        now = self.clock.monotonic()
-        if progress_only(local, remote_status):
-            last = self._mirrored_at.get(key)
-            if last is not None and now - last < MIRROR_MIN_INTERVAL_SECONDS:
-                return False
+        key = job_key(local)
+        if progress_only(local, remote_status) and not waited(
+            self._progress_since, key, self.clock.monotonic()
+        ):
+            return False
         patch = merge_patch(local_status, remote_status)
         await self.local_kube.patch_status_merge(api.JOB, meta["name"], {"status": patch}, meta["namespace"])
-        self._remember_mirror(key, now)
+        self._progress_since.pop(key, None)
+        self._suspended_since.pop(key, None)
         return True
 
-    def _remember_mirror(self, key: str, now: float) -> None:
-        self._mirrored_at.pop(key, None)
-        self._mirrored_at[key] = now
-        # Oldest first (a dict keeps insertion order): a time older than the interval holds nothing back.
-        while now - next(iter(self._mirrored_at.values())) >= MIRROR_MIN_INTERVAL_SECONDS:
-            del self._mirrored_at[next(iter(self._mirrored_at))]
-
     async def _mark_suspended(self, local: Obj) -> None:
+        self._suspended_since.pop(job_key(local), None)
         conditions = list((local.get("status") or {}).get("conditions") or ())
         current = find_status_condition(conditions, api.JOB_CONDITION_SUSPENDED)
         if current is not None and current.get("status") == "True":

@@ -1,6 +1,8 @@
-"""manager.adapters.job: a running Job's progress is copied onto the manager's Job at most once per
-MIRROR_MIN_INTERVAL_SECONDS (the worker's job controller writes its status several times within
-moments); its end and a suspension are copied at once."""
+"""manager.adapters.job: a running Job's progress is copied onto the manager's Job once it has
+waited MIRROR_MIN_INTERVAL_SECONDS since first seen (the worker's job controller writes its status
+several times within moments, and those changes go as one write); its end and a suspension are
+copied at once. The manager's Job is marked suspended (upstream's condition) only when it is still
+suspended an interval after its worker was seen running it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ from typing import Any
 
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
-from manager.adapters.job import MIRROR_MIN_INTERVAL_SECONDS, JobAdapter, progress_only, remote_job_copy
+from manager.adapters import job as job_adapter
+from manager.adapters.job import (
+    MIRROR_MIN_INTERVAL_SECONDS,
+    JobAdapter,
+    progress_only,
+    remote_job_copy,
+    waited,
+)
 
 ORIGIN = "multikueue"
 STARTED = {"startTime": "2026-01-01T00:00:00Z", "active": 1}
@@ -88,36 +97,42 @@ def fleet(local_status: dict) -> tuple[JobAdapter, LocalKube, FakeClock]:
     return JobAdapter(kube, jobs, clock), kube, clock  # type: ignore[arg-type]
 
 
-async def test_progress_within_the_interval_waits_and_is_copied_once_it_is_over():
+async def test_progress_waits_an_interval_from_first_seen_and_goes_as_one_write():
     jobs, kube, clock = fleet({})
     remote = Remote(STARTED)
-    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is False  # the first copy goes at once
-    assert kube.patches == [STARTED]
-    remote.job["status"] = copy.deepcopy(READY)
     # Held back: deferred, so the reconcile comes back; nothing written yet.
     assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
-    assert len(kube.patches) == 1
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS / 2)
+    remote.job["status"] = copy.deepcopy(READY)  # the pod became ready within the wait
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
+    assert kube.patches == []
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS / 2)
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is False
+    assert kube.patches == [READY]  # started and ready: one write
+    assert jobs.local_job("team-a", "sample")["status"] == READY
+    # The next change waits its own interval.
+    remote.job["status"] = copy.deepcopy(UNCOUNTED)
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
     await clock.advance(MIRROR_MIN_INTERVAL_SECONDS)
     assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is False
-    assert kube.patches[-1] == {"ready": 1}
-    assert jobs.local_job("team-a", "sample")["status"] == READY
+    assert len(kube.patches) == 2 and jobs.local_job("team-a", "sample")["status"] == UNCOUNTED
 
 
 async def test_the_end_of_the_run_is_copied_at_once():
     jobs, kube, _clock = fleet({})
     remote = Remote(READY)
-    await jobs.sync_job(remote, "team-a", "sample", "wl-1")
-    remote.job["status"] = copy.deepcopy(UNCOUNTED)
     assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True  # progress: held back
     remote.job["status"] = copy.deepcopy(COMPLETE)
     assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is False
     assert jobs.local_job("team-a", "sample")["status"] == COMPLETE
-    assert len(kube.patches) == 2
+    assert len(kube.patches) == 1
 
 
 async def test_a_suspension_is_copied_at_once_and_a_pod_not_yet_counted_waits():
-    jobs, kube, _clock = fleet({})
+    jobs, kube, clock = fleet({})
     remote = Remote(READY)
+    await jobs.sync_job(remote, "team-a", "sample", "wl-1")
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS)
     await jobs.sync_job(remote, "team-a", "sample", "wl-1")
     remote.job["status"] = copy.deepcopy(UNCOUNTED) | {"active": 0, "ready": 0}
     assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
@@ -136,3 +151,48 @@ async def test_the_end_copied_by_sync_finished_is_never_held_back():
     remote.job["status"] = copy.deepcopy(COMPLETE)
     assert await jobs.sync_finished(remote, "team-a", "sample") is True
     assert jobs.local_job("team-a", "sample")["status"] == COMPLETE
+
+
+def suspended_here(jobs: JobAdapter) -> None:
+    local = jobs.local_job("team-a", "sample")
+    local["spec"]["suspend"] = True
+
+
+async def test_the_manager_job_is_marked_suspended_only_if_still_suspended_after_an_interval():
+    jobs, kube, clock = fleet({})
+    suspended_here(jobs)
+    remote = Remote(STARTED)
+    # The worker runs it while the manager's Job waits to be unsuspended (its Workload was just
+    # admitted): no condition yet, the reconcile comes back.
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
+    assert kube.patches == []
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS)
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
+    (marked,) = kube.patches
+    (condition,) = marked["conditions"]
+    assert (condition["type"], condition["status"]) == ("Suspended", "True")
+    assert (condition["reason"], condition["message"]) == ("MultiKueueAdapter", "Set by MultiKueue adapter")
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
+    assert len(kube.patches) == 1  # once
+
+
+async def test_a_manager_job_unsuspended_within_the_interval_is_never_marked_suspended():
+    jobs, kube, clock = fleet({})
+    suspended_here(jobs)
+    remote = Remote(READY)
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True
+    jobs.local_job("team-a", "sample")["spec"]["suspend"] = False  # the integration unsuspended it
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS)
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is True  # progress: its own wait
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS)
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is False
+    assert kube.patches == [READY]
+
+
+def test_waits_of_jobs_that_left_unseen_are_forgotten():
+    since: dict[str, float] = {}
+    assert waited(since, "a/gone", 0.0) is False
+    assert waited(since, "a/gone", MIRROR_MIN_INTERVAL_SECONDS) is True
+    later = job_adapter._FORGET_AFTER_SECONDS + 1
+    assert waited(since, "a/other", later) is False
+    assert list(since) == ["a/other"]

@@ -209,7 +209,9 @@ class Manager:
         job_adapter = JobAdapter(kube, self.jobs, self.clock)
         self.adapters: dict[str, Adapter] = {api.JOB.gvk: job_adapter}
         if self.leaderworkersets is not None:
-            self.adapters[api.LEADER_WORKER_SET.gvk] = LeaderWorkerSetAdapter(kube, self.leaderworkersets)
+            self.adapters[api.LEADER_WORKER_SET.gvk] = LeaderWorkerSetAdapter(
+                kube, self.leaderworkersets, self.clock
+            )
         if self.jobsets is not None:
             self.adapters[api.JOB_SET.gvk] = JobSetAdapter(kube, self.jobsets)
         if self.trainjobs is not None:

@@ -16,6 +16,28 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 
+# A worker's status changes within moments of each other (a pod started, then ready; replicas ready
+# one by one): an adapter copies a change that only moves a run on once it has stood this long
+# since first seen, so the changes of one moment go as one write on the manager cluster. Upstream
+# batches every worker event for 1 s, which coalesces them the same way.
+MIRROR_MIN_INTERVAL_SECONDS = 1.0
+# How long the tables of `waited` keep an object that left without being seen again.
+FORGET_AFTER_SECONDS = 60.0
+
+
+def waited(since: dict[str, float], key: str, now: float) -> bool:
+    """Whether what `key` waits for was first seen at least MIRROR_MIN_INTERVAL_SECONDS ago (the
+    first call starts the wait; the caller drops the key once it wrote). `since` keeps insertion
+    order, so entries of objects that left unseen are dropped oldest first once
+    FORGET_AFTER_SECONDS old."""
+    first = since.setdefault(key, now)
+    while since:
+        oldest = next(iter(since))
+        if now - since[oldest] < FORGET_AFTER_SECONDS or oldest == key:
+            break
+        del since[oldest]
+    return now - first >= MIRROR_MIN_INTERVAL_SECONDS
+
 
 class OwnershipError(Exception):
     """A remote object with our name exists but was not created by this manager."""

@@ -21,6 +21,7 @@ from manager.adapters.base import (
     remote_object,
     remote_or_finished_gone,
     set_multikueue_meta,
+    waited,
 )
 
 if TYPE_CHECKING:
@@ -31,17 +32,13 @@ Obj = dict[str, Any]
 # Pod counts a running Job reports; a suspended Job whose pods are gone reports none.
 _POD_COUNTS = ("active", "ready", "terminating")
 
-# A running Job's progress (pods active, ready, counted as they end) is mirrored once it has waited
-# this long since first seen, so at most once per interval: the worker's job controller writes its
-# status several times within moments (the pod started, then ready; at its end the pod uncounted,
-# counted, then the Job's conditions), and each copy is a write on the manager cluster that the
-# manager cluster's worker_agent reconciles again. A held-back change is written when its wait is
-# over (the reconcile is requeued as deferred) or with the next change that is not held back: the
-# end of a run and a suspension go at once. Upstream batches every worker event for 1 s, which
-# coalesces these the same way.
-MIRROR_MIN_INTERVAL_SECONDS = 1.0
-# How long the job-state tables below keep a Job that left without being seen again.
-_FORGET_AFTER_SECONDS = 60.0
+# A running Job's progress (pods active, ready, counted as they end) is copied once it has stood
+# for base.MIRROR_MIN_INTERVAL_SECONDS, so at most once per interval: the worker's job controller
+# writes its status several times within moments (the pod started, then ready; at its end the pod
+# uncounted, counted, then the Job's conditions), and each copy is a write on the manager cluster
+# that the manager cluster's worker_agent reconciles again. A held-back change is written when its
+# wait is over (the reconcile is requeued as deferred) or with the next change that is not held
+# back: the end of a run and a suspension go at once.
 
 # Labels the Job controller adds to the pod template; the worker's apiserver adds its own.
 _GENERATED_TEMPLATE_LABELS = (
@@ -106,19 +103,6 @@ def progress_only(local: Obj, remote_status: Obj) -> bool:
 def job_key(job: Obj) -> str:
     meta = job["metadata"]
     return f"{meta['namespace']}/{meta['name']}"
-
-
-def waited(since: dict[str, float], key: str, now: float) -> bool:
-    """Whether what `key` waits for was first seen at least MIRROR_MIN_INTERVAL_SECONDS ago (the
-    first call starts the wait). `since` keeps insertion order, so entries of Jobs that left
-    unseen are dropped oldest first once _FORGET_AFTER_SECONDS old."""
-    first = since.setdefault(key, now)
-    while since:
-        oldest = next(iter(since))
-        if now - since[oldest] < _FORGET_AFTER_SECONDS or oldest == key:
-            break
-        del since[oldest]
-    return now - first >= MIRROR_MIN_INTERVAL_SECONDS
 
 
 def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
+from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer
 from kueue_domain.naming import group_workload_name
-from manager.adapters.base import delete_if_owned, owned_by, remote_object
+from manager.adapters.base import delete_if_owned, owned_by, remote_object, waited
 
 if TYPE_CHECKING:
     from manager.remote import RemoteClient
@@ -68,9 +69,13 @@ class LeaderWorkerSetAdapter:
     resource = api.LEADER_WORKER_SET
     multi_workload = True
 
-    def __init__(self, local_kube: KubeClient, local_lws: Informer) -> None:
+    def __init__(self, local_kube: KubeClient, local_lws: Informer, clock: Clock | None = None) -> None:
         self.local_kube = local_kube
         self.local_lws = local_lws
+        self.clock = clock or Clock()
+        # LWS key -> when a status change not yet copied was first seen (base.waited), oldest first:
+        # the worker's LWS controller moves its status several times as the groups come up.
+        self._status_since: dict[str, float] = {}
 
     def local_object(self, namespace: str, name: str) -> Obj | None:
         return self.local_lws.get(f"{namespace}/{name}")
@@ -112,15 +117,14 @@ class LeaderWorkerSetAdapter:
             updated["spec"] = copy.deepcopy(local.get("spec") or {})
             updated["metadata"].setdefault("annotations", {})[ANNOTATION_SPEC_HASH] = spec_hash(local)
             await remote.kube.replace(api.LEADER_WORKER_SET, updated)
-        await self._mirror_status(local, remote_lws, remote.name)
-        return False
+        return not await self._mirror_status(local, remote_lws, remote.name)
 
     async def sync_finished(self, remote: RemoteClient, namespace: str, name: str) -> bool:
         """An LWS does not finish: its last status is copied as it is."""
         local = self.local_object(namespace, name)
         remote_lws = await remote_object(remote, api.LEADER_WORKER_SET, namespace, name)
         if local is not None and remote_lws is not None and owned_by(remote_lws, remote.origin):
-            await self._mirror_status(local, remote_lws, remote.name)
+            await self._mirror_status(local, remote_lws, remote.name, wait=False)
         return True
 
     async def release_local(self, namespace: str, name: str) -> None:
@@ -134,7 +138,9 @@ class LeaderWorkerSetAdapter:
         patch = {"metadata": {"annotations": {ANNOTATION_WORKER_CLUSTER: cluster}}}
         await self.local_kube.patch_merge(api.LEADER_WORKER_SET, meta["name"], patch, meta["namespace"])
 
-    async def _mirror_status(self, local: Obj, remote_lws: Obj, cluster: str) -> None:
+    async def _mirror_status(self, local: Obj, remote_lws: Obj, cluster: str, *, wait: bool = True) -> bool:
+        """Copy the worker's LWS status; False while a change waits to have stood for
+        base.MIRROR_MIN_INTERVAL_SECONDS (`wait`: the changes of one moment go as one write)."""
         await self._mark_worker(local, cluster)
         local_status, remote_status = local.get("status") or {}, remote_lws.get("status") or {}
         patch = {
@@ -142,11 +148,18 @@ class LeaderWorkerSetAdapter:
             for key in MIRRORED_STATUS_FIELDS
             if local_status.get(key) != remote_status.get(key)
         }
-        if patch:
-            meta = local["metadata"]
-            await self.local_kube.patch_status_merge(
-                api.LEADER_WORKER_SET, meta["name"], {"status": patch}, meta["namespace"]
-            )
+        meta = local["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if not patch:
+            self._status_since.pop(key, None)
+            return True
+        if wait and not waited(self._status_since, key, self.clock.monotonic()):
+            return False
+        await self.local_kube.patch_status_merge(
+            api.LEADER_WORKER_SET, meta["name"], {"status": patch}, meta["namespace"]
+        )
+        self._status_since.pop(key, None)
+        return True
 
     async def clear_worker(self, namespace: str, name: str) -> None:
         """The group left its worker: the manager's LWS no longer shows that worker's status."""

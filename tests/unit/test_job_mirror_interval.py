@@ -11,13 +11,13 @@ from typing import Any
 
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
-from manager.adapters import job as job_adapter
-from manager.adapters.job import (
-    MIRROR_MIN_INTERVAL_SECONDS,
-    JobAdapter,
-    progress_only,
-    remote_job_copy,
-    waited,
+from manager.adapters import base as adapters_base
+from manager.adapters.base import MIRROR_MIN_INTERVAL_SECONDS, waited
+from manager.adapters.job import JobAdapter, progress_only, remote_job_copy
+from manager.adapters.leaderworkerset import (
+    ANNOTATION_WORKER_CLUSTER,
+    LeaderWorkerSetAdapter,
+    remote_lws_copy,
 )
 
 ORIGIN = "multikueue"
@@ -193,6 +193,51 @@ def test_waits_of_jobs_that_left_unseen_are_forgotten():
     since: dict[str, float] = {}
     assert waited(since, "a/gone", 0.0) is False
     assert waited(since, "a/gone", MIRROR_MIN_INTERVAL_SECONDS) is True
-    later = job_adapter._FORGET_AFTER_SECONDS + 1
+    later = adapters_base.FORGET_AFTER_SECONDS + 1
     assert waited(since, "a/other", later) is False
     assert list(since) == ["a/other"]
+
+
+# -- the LeaderWorkerSet adapter: the worker's LWS status, copied once a change has stood an interval
+
+
+def manager_lws(status: dict) -> dict:
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "serve", "namespace": "team-a", "uid": "u-2", "annotations": {}},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3}},
+        "status": copy.deepcopy(status),
+    }
+
+
+class LocalLwsKube(LocalKube):
+    async def patch_merge(self, resource: api.Resource, name: str, patch: dict, namespace: str) -> dict:
+        self.jobs.obj["metadata"]["annotations"].update(patch["metadata"]["annotations"])
+        return self.jobs.obj
+
+
+class RemoteLws(Remote):
+    def __init__(self, local: dict, status: dict) -> None:
+        self.origin = ORIGIN
+        self.name = "worker1"
+        self.job = {**remote_lws_copy(local, ORIGIN), "status": copy.deepcopy(status)}
+
+
+async def test_the_worker_lws_status_goes_once_a_change_has_stood_and_its_last_at_once():
+    lws = Informer(manager_lws({}))
+    kube = LocalLwsKube(lws)
+    clock = FakeClock()
+    adapter = LeaderWorkerSetAdapter(kube, lws, clock)  # type: ignore[arg-type]
+    one_ready = {"replicas": 2, "readyReplicas": 1}
+    remote = RemoteLws(lws.obj, one_ready)
+    assert await adapter.sync_job(remote, "team-a", "serve", "wl-0") is True  # held back: deferred
+    assert lws.obj["metadata"]["annotations"][ANNOTATION_WORKER_CLUSTER] == "worker1"
+    remote.job["status"] = {"replicas": 2, "readyReplicas": 2}
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS)
+    assert await adapter.sync_job(remote, "team-a", "serve", "wl-1") is False
+    assert kube.patches == [{"replicas": 2, "readyReplicas": 2}]  # one write for both groups
+    assert await adapter.sync_job(remote, "team-a", "serve", "wl-0") is False  # nothing new
+    remote.job["status"] = {"replicas": 2, "readyReplicas": 1}
+    assert await adapter.sync_finished(remote, "team-a", "serve") is True  # the last status: at once
+    assert kube.patches[-1] == {"readyReplicas": 1} and len(kube.patches) == 2

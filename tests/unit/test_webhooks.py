@@ -712,13 +712,19 @@ async def test_managed_ancestor_walks_controller_owners():
     assert await server.managed_ancestor(missing, NS) is False
 
 
-async def test_lws_pods_reach_their_lws_through_the_statefulset():
+def lws_and_its_statefulset() -> tuple[dict, dict]:
+    """A queued LWS and the StatefulSet it controls (its group pods' controller)."""
     lws_obj = named(lws({api.LABEL_QUEUE_NAME: "q"}), "parent")
     sts = owned_by(
         {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "parent", "namespace": NS}},
         "LeaderWorkerSet",
         "leaderworkerset.x-k8s.io/v1",
     )
+    return lws_obj, sts
+
+
+async def test_lws_pods_reach_their_lws_through_the_statefulset():
+    lws_obj, sts = lws_and_its_statefulset()
     owners = OwnersApi((api.LEADER_WORKER_SET, lws_obj), (api.STATEFUL_SET, sts))
     server = WebhookServer(owners, CONFIG, NO_CACHES, None, namespace_labels={NS: {}})  # type: ignore[arg-type]
     member = owned_by(plain_pod(), "StatefulSet", "apps/v1")
@@ -752,12 +758,7 @@ async def test_owners_of_an_integration_registered_after_the_server_are_read_fro
     """The LWS, JobSet and TrainJob integrations join the agent's informers only once the server
     is known to serve their kind, after the webhook server is built: their caches still answer
     the pods' ancestor walk (a copy of the list taken at build time sent a GET per pod)."""
-    lws_obj = named(lws({api.LABEL_QUEUE_NAME: "q"}), "parent")
-    sts = owned_by(
-        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "parent", "namespace": NS}},
-        "LeaderWorkerSet",
-        "leaderworkerset.x-k8s.io/v1",
-    )
+    lws_obj, sts = lws_and_its_statefulset()
     owners = OwnersApi((api.LEADER_WORKER_SET, lws_obj), (api.STATEFUL_SET, sts))
     agent_informers: list = [CachedOwners(api.STATEFUL_SET, sts)]
     server = WebhookServer(

@@ -11,7 +11,7 @@ from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
-from kube_runtime.informer import Informer, compact
+from kube_runtime.informer import Informer, compact, object_key
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     create_remote,
@@ -100,11 +100,6 @@ def progress_only(local: Obj, remote_status: Obj) -> bool:
     )
 
 
-def job_key(job: Obj) -> str:
-    meta = job["metadata"]
-    return f"{meta['namespace']}/{meta['name']}"
-
-
 def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
     meta = local_job["metadata"]
     spec = copy.deepcopy(local_job.get("spec") or {})
@@ -181,7 +176,7 @@ class JobAdapter:
         # The manager's Job is still suspended while the worker runs it. Its Workload was usually
         # admitted moments ago and the Job is about to be unsuspended: upstream's condition is
         # written only when that has not happened within the interval.
-        if waited(self._suspended_since, job_key(local), self.clock.monotonic()):
+        if waited(self._suspended_since, object_key(local), self.clock.monotonic()):
             await self._mark_suspended(local)
         return True
 
@@ -214,10 +209,10 @@ class JobAdapter:
         local_status = local.get("status") or {}
         remote_status = mirrored_status(local, remote_status)
         if local_status == remote_status:
-            self._progress_since.pop(job_key(local), None)
+            self._progress_since.pop(object_key(local), None)
             return True
         meta = local["metadata"]
-        key = job_key(local)
+        key = object_key(local)
         if progress_only(local, remote_status) and not waited(
             self._progress_since, key, self.clock.monotonic()
         ):
@@ -229,7 +224,7 @@ class JobAdapter:
         return True
 
     async def _mark_suspended(self, local: Obj) -> None:
-        self._suspended_since.pop(job_key(local), None)
+        self._suspended_since.pop(object_key(local), None)
         conditions = list((local.get("status") or {}).get("conditions") or ())
         current = find_status_condition(conditions, api.JOB_CONDITION_SUSPENDED)
         if current is not None and current.get("status") == "True":

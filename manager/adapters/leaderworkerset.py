@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.clock import Clock
-from kube_runtime.informer import Informer
+from kube_runtime.informer import Informer, object_key
 from kueue_domain.naming import group_workload_name
 from manager.adapters.base import delete_if_owned, owned_by, remote_object, waited
 
@@ -149,7 +149,7 @@ class LeaderWorkerSetAdapter:
             if local_status.get(key) != remote_status.get(key)
         }
         meta = local["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
+        key = object_key(local)
         if not patch:
             self._status_since.pop(key, None)
             return True

@@ -15,6 +15,9 @@
   ours_all_at_once (only with --engines) ours_lifted with upstream's AllAtOnce dispatcher instead of
                    our shipped least-loaded one, compared with upstream_tuned (ratios.all_at_once):
                    the same dispatcher on both sides
+  ours_warning_events (only with --engines) ours_lifted whose processes write no Normal Event
+                   (--event-types Warning), compared with upstream_tuned (ratios.warning_events):
+                   what ours' own Events cost the fleet
   no_kueue         (only with --engines) the same fleet with no Kueue: the same Jobs and LWS created
                    straight on the workers (bench.compare_floor), the floor every other arm's CPU
                    and requests are also given above (above_floor, in the arms and the ratios)
@@ -476,6 +479,7 @@ class CompareRun:
                     "--keep-on-failure",
                     *(["--upstream-kueue-lifted"] if self.engine.lifted_workers else []),
                     *(["--dispatcher", self.engine.dispatcher] if self.engine.dispatcher else []),
+                    *(["--event-types", self.engine.event_types] if self.engine.event_types else []),
                 ),
             )
             say(f"{self.engine.name}: fleet up, machine load {loads(os.getloadavg())}")

@@ -23,6 +23,8 @@ COMPARISONS = (
     ("lifted", "ours_lifted", "upstream_tuned"),
     # Ours with upstream's AllAtOnce dispatcher instead of our shipped least-loaded: like for like.
     ("all_at_once", "ours_all_at_once", "upstream_tuned"),
+    # Ours lifted without its Normal Events (--event-types Warning): what they cost.
+    ("warning_events", "ours_warning_events", "upstream_tuned"),
 )
 # The figures of an arm (medians over its complete repeats); "higher"/"lower" is better.
 ARM_FIGURES: dict[str, str] = {
@@ -200,8 +202,8 @@ def add_above_floor(arms: Mapping[str, Obj | None]) -> None:
 
 
 def compare(arms: Mapping[str, Obj | None]) -> dict[str, Obj]:
-    """ratios.<defaults|lifted|all_at_once>: ours / theirs for every ARM_FIGURES key, or why there
-    is none; with the floor arm's figures (add_above_floor), `above_floor`: ours / theirs of what
+    """ratios.<defaults|lifted|all_at_once|warning_events>: ours / theirs for every ARM_FIGURES key,
+    or why there is none; with the floor arm's figures (add_above_floor), `above_floor`: ours / theirs of what
     each spends above the floor."""
     out: dict[str, Obj] = {}
     for key, ours_name, theirs_name in COMPARISONS:

@@ -22,7 +22,17 @@ from bench.stats import Distribution, distribution, fmt, per, total
 # shipped dispatcher: ours least-loaded (deploy/manager/config.yaml), upstream AllAtOnce.
 # ours_all_at_once (only with --engines): ours_lifted with upstream's AllAtOnce, like for like.
 # no_kueue (only with --engines, bench.compare_floor): the same mix straight on the workers, no Kueue.
-ENGINES = ("ours", "upstream", "ours_lifted", "upstream_tuned", "ours_all_at_once", "no_kueue")
+# ours_warning_events (only with --engines): ours_lifted writing no Normal Events (--event-types
+# Warning): what ours' own Events cost the fleet.
+ENGINES = (
+    "ours",
+    "upstream",
+    "ours_lifted",
+    "upstream_tuned",
+    "ours_all_at_once",
+    "no_kueue",
+    "ours_warning_events",
+)
 # The arms a run has without --engines: the four of the fair comparison.
 DEFAULT_ENGINES = ENGINES[:4]
 # Our shipped Configuration's dispatcher (deploy/manager/config.yaml, the Helm chart), by localfleet's name.
@@ -50,6 +60,7 @@ class Engine:
     lifted_workers: bool = False  # upstream built with our worker-client patch
     dispatcher: str | None = None  # our manager's dispatcher (localfleet's name); None: AllAtOnce
     kueue: bool = True  # False: no Kueue on the fleet, the mix created straight on the workers
+    event_types: str | None = None  # our processes' --event-types; None: both types
 
     def client_budget(self) -> str:
         if not self.kueue:
@@ -95,6 +106,14 @@ def engines(args: argparse.Namespace) -> list[Engine]:
             "ours_all_at_once", (), args.lifted_qps, args.lifted_burst, dispatcher="AllAtOnce"
         ),
         "no_kueue": Engine("no_kueue", (), None, None, kueue=False),
+        "ours_warning_events": Engine(
+            "ours_warning_events",
+            (),
+            args.lifted_qps,
+            args.lifted_burst,
+            dispatcher=SHIPPED_DISPATCHER,
+            event_types="Warning",
+        ),
     }
     return [known[name] for name in args.engines]
 

@@ -12,6 +12,7 @@ import asyncio
 import collections
 import contextlib
 import datetime as dt
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ REASON_ACTION_MAX = 128
 SERIES_WINDOW = 6 * 60.0  # client-go finishTime: a series ends after 6 minutes without a repeat
 _CACHE_LIMIT = 4096
 MAX_QUEUED_EVENTS = 1000  # client-go's maxQueuedEvents: beyond this, new events are dropped
+EVENT_TYPES = (NORMAL, WARNING)  # what a recorder writes unless told otherwise (--event-types)
 EXPIRY_INTERVAL = 1.0  # seconds between sweeps for idle series
 
 
@@ -99,6 +101,7 @@ class EventRecorder:
         series_window: float = SERIES_WINDOW,
         min_patch_interval: float = 0.0,
         max_queued: int = MAX_QUEUED_EVENTS,
+        types: Collection[str] = EVENT_TYPES,
     ) -> None:
         self.client = client
         self.reporting_controller = reporting_controller[:REASON_ACTION_MAX]
@@ -107,6 +110,7 @@ class EventRecorder:
         self._series_window = series_window
         self._min_patch_interval = min_patch_interval
         self._max_queued = max_queued
+        self.types = frozenset(types)
         self._cache: dict[tuple[Any, ...], _Series] = {}
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._writer: asyncio.Task[None] | None = None
@@ -114,6 +118,7 @@ class EventRecorder:
         self._idle.set()
         self._next_expiry = 0.0
         self.dropped = 0  # events the API refused, we could not send, or that found the queue full
+        self.skipped = 0  # events of a type this recorder was told not to write (`types`)
 
     async def normal(
         self, regarding: Obj, reason: str, action: str, note: str = "", related: Obj | None = None
@@ -150,6 +155,9 @@ class EventRecorder:
         if type not in (NORMAL, WARNING):
             self.dropped += 1
             log.warning("dropping event", reason=reason, action=action, error=f"bad event type {type!r}")
+            return
+        if type not in self.types:
+            self.skipped += 1
             return
         if len(self._queue) >= self._max_queued:
             self.dropped += 1

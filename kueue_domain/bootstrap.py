@@ -23,6 +23,7 @@ import structlog
 
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
+from kube_runtime.events import EVENT_TYPES
 from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
 from kube_runtime.leaderelection import LeaderElector
 from kube_runtime.logging import setup_logging
@@ -106,6 +107,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _event_types(text: str) -> tuple[str, ...]:
+    types = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in types if t not in EVENT_TYPES]
+    if unknown or not types:
+        raise argparse.ArgumentTypeError(f"takes {' or '.join(EVENT_TYPES)}, comma-separated; got {text!r}")
+    return types
+
+
 def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
@@ -146,6 +155,14 @@ def build_parser(program: Program) -> argparse.ArgumentParser:
         help="Kueue feature gates (instead of the Configuration's featureGates); docs/feature-gates.md",
     )
     program.add_option_arguments(parser)
+    parser.add_argument(
+        "--event-types",
+        type=_event_types,
+        default=EVENT_TYPES,
+        metavar="Normal,Warning",
+        help="the types of Event this process writes (default both; `Warning` leaves out the Normal "
+        "ones, such as QuotaReserved and Admitted, to spare the apiservers; docs/metrics.md#events)",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     return parser

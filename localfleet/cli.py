@@ -143,6 +143,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         run_dir=Path(args.dir),
         client_qps=args.client_qps,
         client_burst=args.client_burst,
+        event_types=args.event_types,
         worker_lost_timeout=args.worker_lost_timeout,
         dispatcher=args.dispatcher,
         upstream_kueue=upstream,
@@ -394,6 +395,11 @@ def main(argv: list[str] | None = None) -> int:
         help="clientConnection.qps of our agents and manager, per API resource (default: Kueue's 20)",
     )
     u.add_argument("--client-burst", type=int, help="clientConnection.burst (default: Kueue's 30)")
+    u.add_argument(
+        "--event-types",
+        choices=("Warning", "Normal,Warning"),
+        help="--event-types of our agents and manager (default: both; Warning: no Normal Events)",
+    )
     u.add_argument(
         "--worker-lost-timeout",
         type=go_duration,

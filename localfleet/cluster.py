@@ -53,6 +53,8 @@ class FleetOptions:
     # clientConnection {qps, burst} of our agents and manager; None: Kueue's defaults (20 / 30).
     client_qps: float | None = None
     client_burst: int | None = None
+    # --event-types of our agents and manager (`up --event-types Warning`); None: both types.
+    event_types: str | None = None
     # multiKueue.workerLostTimeout of our manager (a Go duration); tests shorten it.
     worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
     # multiKueue.dispatcherName of the manager (ours or upstream's); None: not set (AllAtOnce).

@@ -35,6 +35,7 @@ def _build(
             health_bind_address=args.health_probe_bind_address,
             metrics_serving=MetricsServing.from_args(args),
             events_kube=events_kube,
+            event_types=args.event_types,
         )
     except ValueError as exc:
         raise StartupError(exc) from exc

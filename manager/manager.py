@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import structlog
@@ -19,7 +19,7 @@ from kube_runtime import api, features
 from kube_runtime.client import KubeClient, KubeClientError, wait_until_served
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
-from kube_runtime.events import EventRecorder
+from kube_runtime.events import EVENT_TYPES, EventRecorder
 from kube_runtime.httpserver import HealthServer, MetricsServing, start_servers
 from kube_runtime.informer import Informer, compact, object_key
 from kube_runtime.leaderelection import LeaderElector
@@ -100,6 +100,7 @@ class Manager:
         health_bind_address: str | None = None,
         metrics_serving: MetricsServing | None = None,
         events_kube: KubeClient | None = None,
+        event_types: Collection[str] = EVENT_TYPES,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -110,10 +111,10 @@ class Manager:
         self.metrics = ManagerMetrics(self.registry, self.clock)
         events_kube = events_kube or kube
         self.workload_recorder = EventRecorder(
-            events_kube, api.EVENT_RECORDER_WORKLOAD_CONTROLLER, self.identity, self.clock
+            events_kube, api.EVENT_RECORDER_WORKLOAD_CONTROLLER, self.identity, self.clock, types=event_types
         )
         self.cluster_recorder = EventRecorder(
-            events_kube, api.EVENT_RECORDER_MULTIKUEUE_CLUSTER, self.identity, self.clock
+            events_kube, api.EVENT_RECORDER_MULTIKUEUE_CLUSTER, self.identity, self.clock, types=event_types
         )
         self.metrics_bind_address = metrics_bind_address or config.metrics_bind_address
         self.health_bind_address = health_bind_address or config.health_probe_bind_address

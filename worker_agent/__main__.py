@@ -59,6 +59,7 @@ def _build(
             health_bind_address=args.health_probe_bind_address,
             metrics_serving=MetricsServing.from_args(args),
             events_kube=events_kube,
+            event_types=args.event_types,
             decision_log=decision_log,
             visibility_bind_address=args.visibility_bind_address,
         )

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, TextIO
 
 import structlog
@@ -22,7 +22,7 @@ from kube_runtime.api import Resource
 from kube_runtime.client import KubeClient, wait_until_served
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
-from kube_runtime.events import EventRecorder
+from kube_runtime.events import EVENT_TYPES, EventRecorder
 from kube_runtime.httpserver import HealthServer, MetricsServing, parse_bind_address, start_servers
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.leaderelection import LeaderElector
@@ -62,6 +62,7 @@ class Agent:
         events_kube: KubeClient | None = None,
         decision_log: TextIO | None = None,
         visibility_bind_address: str | None = None,
+        event_types: Collection[str] = EVENT_TYPES,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -75,7 +76,9 @@ class Agent:
         self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
         # Events go through their own client (own rate limit), as client-go's event broadcaster does,
         # so that they never slow down admission writes.
-        self.recorder = EventRecorder(events_kube or kube, REPORTING_CONTROLLER, self.identity, self.clock)
+        self.recorder = EventRecorder(
+            events_kube or kube, REPORTING_CONTROLLER, self.identity, self.clock, types=event_types
+        )
         self.registry.register(ClientRequestsCollector({"main": kube, "events": events_kube or kube}))
         self.state = AdmissionState(
             kube, config, self.clock, self.metrics, self.recorder, decision_log=decision_log

@@ -206,6 +206,18 @@ async def test_event_recorder_creates_then_counts_a_series(kube, namespace):
     assert warning["type"] == "Warning"
 
 
+async def test_event_recorder_told_warning_only_writes_warnings_alone(kube, namespace):
+    target = await kube.create(CONFIGMAP, configmap("warned", namespace))
+    recorder = EventRecorder(kube, "kueue-federation-test", "test-instance-1", types=("Warning",))
+    await recorder.event(target, "Normal", "Admitted", "Admission", "not written")
+    await recorder.event(target, "Warning", "Pending", "Admission", "written")
+    await recorder.flush()
+    assert await find_events(kube, namespace, "Admitted") == []
+    [warning] = await find_events(kube, namespace, "Pending")
+    assert warning["type"] == "Warning" and warning["note"] == "written"
+    assert recorder.skipped == 1 and recorder.dropped == 0
+
+
 async def test_event_recorder_never_raises(kube):
     recorder = EventRecorder(kube, "kueue-federation-test", "test-instance-1")
     ghost = {

@@ -88,7 +88,8 @@ class EventRecorder:
     never waits for an Event write (events have their own client and rate limit, and an admission
     must not wait behind them). One background task writes the queue in order. When more than
     `max_queued` events wait (client-go's maxQueuedEvents, 1000), new ones are dropped and counted
-    in `dropped`. `flush()` waits until everything queued so far is written.
+    in `dropped`. `flush()` waits until everything queued so far is written. Events of a type not in
+    `types` (the processes' `--event-types`) are counted in `skipped` and never sent.
     """
 
     def __init__(

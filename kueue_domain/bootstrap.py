@@ -161,7 +161,7 @@ def build_parser(program: Program) -> argparse.ArgumentParser:
         default=EVENT_TYPES,
         metavar="Normal,Warning",
         help="the types of Event this process writes (default both; `Warning` leaves out the Normal "
-        "ones, such as QuotaReserved and Admitted, to spare the apiservers; docs/metrics.md#events)",
+        "ones, such as QuotaReserved and Admitted, to spare the apiservers; docs/admission.md)",
     )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     parser.add_argument("--log-format", choices=("console", "json"), default="console")

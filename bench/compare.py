@@ -18,6 +18,8 @@
   ours_warning_events (only with --engines) ours_lifted whose processes write no Normal Event
                    (--event-types Warning), compared with upstream_tuned (ratios.warning_events):
                    what ours' own Events cost the fleet
+  ours_uvloop      (only with --engines) ours_lifted with its processes on uvloop's event loop
+                   (--event-loop uvloop), compared with upstream_tuned (ratios.uvloop)
   no_kueue         (only with --engines) the same fleet with no Kueue: the same Jobs and LWS created
                    straight on the workers (bench.compare_floor), the floor every other arm's CPU
                    and requests are also given above (above_floor, in the arms and the ratios)
@@ -480,6 +482,7 @@ class CompareRun:
                     *(["--upstream-kueue-lifted"] if self.engine.lifted_workers else []),
                     *(["--dispatcher", self.engine.dispatcher] if self.engine.dispatcher else []),
                     *(["--event-types", self.engine.event_types] if self.engine.event_types else []),
+                    *(["--event-loop", self.engine.event_loop] if self.engine.event_loop else []),
                 ),
             )
             say(f"{self.engine.name}: fleet up, machine load {loads(os.getloadavg())}")

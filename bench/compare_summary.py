@@ -23,7 +23,8 @@ from bench.stats import Distribution, distribution, fmt, per, total
 # ours_all_at_once (only with --engines): ours_lifted with upstream's AllAtOnce, like for like.
 # no_kueue (only with --engines, bench.compare_floor): the same mix straight on the workers, no Kueue.
 # ours_warning_events (only with --engines): ours_lifted writing no Normal Events (--event-types
-# Warning): what ours' own Events cost the fleet.
+# Warning): what ours' own Events cost the fleet. ours_uvloop (only with --engines): ours_lifted
+# with its processes on uvloop's event loop (--event-loop uvloop).
 ENGINES = (
     "ours",
     "upstream",
@@ -32,6 +33,7 @@ ENGINES = (
     "ours_all_at_once",
     "no_kueue",
     "ours_warning_events",
+    "ours_uvloop",
 )
 # The arms a run has without --engines: the four of the fair comparison.
 DEFAULT_ENGINES = ENGINES[:4]
@@ -61,6 +63,7 @@ class Engine:
     dispatcher: str | None = None  # our manager's dispatcher (localfleet's name); None: AllAtOnce
     kueue: bool = True  # False: no Kueue on the fleet, the mix created straight on the workers
     event_types: str | None = None  # our processes' --event-types; None: both types
+    event_loop: str | None = None  # our processes' --event-loop; None: their default
 
     def client_budget(self) -> str:
         if not self.kueue:
@@ -113,6 +116,14 @@ def engines(args: argparse.Namespace) -> list[Engine]:
             args.lifted_burst,
             dispatcher=SHIPPED_DISPATCHER,
             event_types="Warning",
+        ),
+        "ours_uvloop": Engine(
+            "ours_uvloop",
+            (),
+            args.lifted_qps,
+            args.lifted_burst,
+            dispatcher=SHIPPED_DISPATCHER,
+            event_loop="uvloop",
         ),
     }
     return [known[name] for name in args.engines]

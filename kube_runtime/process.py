@@ -12,7 +12,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import structlog
 
@@ -37,6 +38,23 @@ def tune_tls_read_buffer(size: int = TLS_READ_BUFFER_BYTES) -> bool:
         return False
     protocol.max_size = size
     return True
+
+
+# The event loops a process can run on (`--event-loop`): asyncio's own, or uvloop's (libuv).
+EVENT_LOOPS = ("asyncio", "uvloop")
+
+
+def run_on(event_loop: str, main: Coroutine[Any, Any, int]) -> int:
+    """Run `main` to its end on a new event loop of the kind named (EVENT_LOOPS)."""
+    if event_loop not in EVENT_LOOPS:
+        raise ValueError(f"unknown event loop {event_loop!r}: one of {', '.join(EVENT_LOOPS)}")
+    factory = None
+    if event_loop == "uvloop":
+        import uvloop  # only a process that asks for it needs it loaded
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
 
 
 async def load_clients(

@@ -10,7 +10,6 @@ Every refusal at start-up is one line on stderr, `<program>: <why>`, and exit co
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import sys
 from collections.abc import Awaitable, Callable
@@ -27,7 +26,7 @@ from kube_runtime.events import EVENT_TYPES
 from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
 from kube_runtime.leaderelection import LeaderElector
 from kube_runtime.logging import setup_logging
-from kube_runtime.process import load_clients, reexec, run_until_signalled
+from kube_runtime.process import EVENT_LOOPS, load_clients, reexec, run_on, run_until_signalled
 from kueue_domain.config import ConfigError, Configuration, load_config, parse_config, with_feature_gate_flag
 from kueue_domain.operator_config import (
     API_VERSION,
@@ -163,6 +162,12 @@ def build_parser(program: Program) -> argparse.ArgumentParser:
         help="the types of Event this process writes (default both; `Warning` leaves out the Normal "
         "ones, such as QuotaReserved and Admitted, to spare the apiservers; docs/admission.md)",
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default="asyncio",
+        help="the event loop the process runs on: asyncio's (default) or uvloop's",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     return parser
@@ -236,7 +241,7 @@ def main(program: Program, argv: list[str] | None = None) -> int:
         return program.refuse(problem)
     setup_logging(args.log_level, json=args.log_format == "json")
     try:
-        code = asyncio.run(amain(program, args))
+        code = run_on(args.event_loop, amain(program, args))
     except KeyboardInterrupt:
         return 0
     if code == RESTART:  # the Kueue object's Configuration changed: start again with the same argv

@@ -144,6 +144,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         client_qps=args.client_qps,
         client_burst=args.client_burst,
         event_types=args.event_types,
+        event_loop=args.event_loop,
         worker_lost_timeout=args.worker_lost_timeout,
         dispatcher=args.dispatcher,
         upstream_kueue=upstream,
@@ -399,6 +400,11 @@ def main(argv: list[str] | None = None) -> int:
         "--event-types",
         choices=("Warning", "Normal,Warning"),
         help="--event-types of our agents and manager (default: both; Warning: no Normal Events)",
+    )
+    u.add_argument(
+        "--event-loop",
+        choices=("asyncio", "uvloop"),
+        help="--event-loop of our agents and manager (default: theirs, asyncio)",
     )
     u.add_argument(
         "--worker-lost-timeout",

@@ -55,6 +55,8 @@ class FleetOptions:
     client_burst: int | None = None
     # --event-types of our agents and manager (`up --event-types Warning`); None: both types.
     event_types: str | None = None
+    # --event-loop of our agents and manager (`up --event-loop uvloop`); None: their default.
+    event_loop: str | None = None
     # multiKueue.workerLostTimeout of our manager (a Go duration); tests shorten it.
     worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT
     # multiKueue.dispatcherName of the manager (ours or upstream's); None: not set (AllAtOnce).

@@ -103,9 +103,12 @@ class OurProcesses:
         settings = {k: v for k, v in settings.items() if v is not None}
         return {"clientConnection": settings} if settings else {}
 
-    def event_types_args(self) -> list[str]:
-        """`--event-types` for our processes when `up --event-types` asks for one."""
-        return [f"--event-types={self.opts.event_types}"] if self.opts.event_types else []
+    def process_args(self) -> list[str]:
+        """`--event-types` and `--event-loop` for our processes when `up` is given them."""
+        return [
+            *([f"--event-types={self.opts.event_types}"] if self.opts.event_types else []),
+            *([f"--event-loop={self.opts.event_loop}"] if self.opts.event_loop else []),
+        ]
 
     def agent_clusters(self) -> list[ClusterPlan]:
         """The clusters our worker_agent runs on: all but those running upstream Kueue."""
@@ -148,7 +151,7 @@ class OurProcesses:
                     f"--kubeconfig={c.dir / 'admin.kubeconfig'}",
                     f"--config={cfg}",
                     "--log-format=console",
-                    *self.event_types_args(),
+                    *self.process_args(),
                     *(
                         ["--webhooks-only"]
                         if webhooks_only
@@ -317,7 +320,7 @@ class OurProcesses:
                 f"--metrics-bind-address={config['metrics']['bindAddress']}",
                 f"--health-probe-bind-address={config['health']['healthProbeBindAddress']}",
                 "--log-format=console",
-                *self.event_types_args(),
+                *self.process_args(),
             ],
             env=env,
         )

@@ -18,8 +18,9 @@
   ours_warning_events (only with --engines) ours_lifted whose processes write no Normal Event
                    (--event-types Warning), compared with upstream_tuned (ratios.warning_events):
                    what ours' own Events cost the fleet
-  ours_uvloop      (only with --engines) ours_lifted with its processes on uvloop's event loop
-                   (--event-loop uvloop), compared with upstream_tuned (ratios.uvloop)
+  ours_asyncio     (only with --engines) ours_lifted with its processes on asyncio's own event
+                   loop instead of uvloop's (--event-loop asyncio), compared with upstream_tuned
+                   (ratios.asyncio)
   no_kueue         (only with --engines) the same fleet with no Kueue: the same Jobs and LWS created
                    straight on the workers (bench.compare_floor), the floor every other arm's CPU
                    and requests are also given above (above_floor, in the arms and the ratios)

@@ -25,8 +25,8 @@ COMPARISONS = (
     ("all_at_once", "ours_all_at_once", "upstream_tuned"),
     # Ours lifted without its Normal Events (--event-types Warning): what they cost.
     ("warning_events", "ours_warning_events", "upstream_tuned"),
-    # Ours lifted with its processes on uvloop (--event-loop uvloop).
-    ("uvloop", "ours_uvloop", "upstream_tuned"),
+    # Ours lifted with its processes on asyncio's event loop instead of uvloop's (--event-loop asyncio).
+    ("asyncio", "ours_asyncio", "upstream_tuned"),
 )
 # The figures of an arm (medians over its complete repeats); "higher"/"lower" is better.
 ARM_FIGURES: dict[str, str] = {
@@ -204,7 +204,7 @@ def add_above_floor(arms: Mapping[str, Obj | None]) -> None:
 
 
 def compare(arms: Mapping[str, Obj | None]) -> dict[str, Obj]:
-    """ratios.<defaults|lifted|all_at_once|warning_events|uvloop>: ours / theirs for every ARM_FIGURES key,
+    """ratios.<defaults|lifted|all_at_once|warning_events|asyncio>: ours / theirs for every ARM_FIGURES key,
     or why there is none; with the floor arm's figures (add_above_floor), `above_floor`: ours / theirs of what
     each spends above the floor."""
     out: dict[str, Obj] = {}

@@ -23,8 +23,8 @@ from bench.stats import Distribution, distribution, fmt, per, total
 # ours_all_at_once (only with --engines): ours_lifted with upstream's AllAtOnce, like for like.
 # no_kueue (only with --engines, bench.compare_floor): the same mix straight on the workers, no Kueue.
 # ours_warning_events (only with --engines): ours_lifted writing no Normal Events (--event-types
-# Warning): what ours' own Events cost the fleet. ours_uvloop (only with --engines): ours_lifted
-# with its processes on uvloop's event loop (--event-loop uvloop).
+# Warning): what ours' own Events cost the fleet. ours_asyncio (only with --engines): ours_lifted
+# with its processes on asyncio's own event loop instead of uvloop's (--event-loop asyncio).
 ENGINES = (
     "ours",
     "upstream",
@@ -33,7 +33,7 @@ ENGINES = (
     "ours_all_at_once",
     "no_kueue",
     "ours_warning_events",
-    "ours_uvloop",
+    "ours_asyncio",
 )
 # The arms a run has without --engines: the four of the fair comparison.
 DEFAULT_ENGINES = ENGINES[:4]
@@ -117,13 +117,13 @@ def engines(args: argparse.Namespace) -> list[Engine]:
             dispatcher=SHIPPED_DISPATCHER,
             event_types="Warning",
         ),
-        "ours_uvloop": Engine(
-            "ours_uvloop",
+        "ours_asyncio": Engine(
+            "ours_asyncio",
             (),
             args.lifted_qps,
             args.lifted_burst,
             dispatcher=SHIPPED_DISPATCHER,
-            event_loop="uvloop",
+            event_loop="asyncio",
         ),
     }
     return [known[name] for name in args.engines]

@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument(
         "--event-loop",
         choices=("asyncio", "uvloop"),
-        help="--event-loop of our agents and manager (default: theirs, asyncio)",
+        help="--event-loop of our agents and manager (default: theirs, uvloop)",
     )
     u.add_argument(
         "--worker-lost-timeout",

@@ -55,7 +55,7 @@ class FleetOptions:
     client_burst: int | None = None
     # --event-types of our agents and manager (`up --event-types Warning`); None: both types.
     event_types: str | None = None
-    # --event-loop of our agents and manager (`up --event-loop uvloop`); None: their default.
+    # --event-loop of our agents and manager (`up --event-loop asyncio`); None: their default (uvloop).
     event_loop: str | None = None
     # multiKueue.workerLostTimeout of our manager (a Go duration); tests shorten it.
     worker_lost_timeout: str = DEFAULT_WORKER_LOST_TIMEOUT

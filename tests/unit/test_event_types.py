@@ -1,4 +1,5 @@
-"""--event-types: which Events our processes write (Normal and Warning by default, or Warning alone)."""
+"""--event-types: which Events our processes write (Normal and Warning by default, or Warning alone);
+--event-loop: the loop they run on (uvloop by default)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def test_both_processes_write_both_types_unless_told(parser):
     assert parser().parse_args([]).event_types == ("Normal", "Warning")
     assert parser().parse_args(["--event-types", "Warning"]).event_types == ("Warning",)
     assert parser().parse_args(["--event-types", "Warning, Normal"]).event_types == ("Warning", "Normal")
+
+
+@pytest.mark.parametrize("parser", [agent_parser, manager_parser])
+def test_both_processes_run_on_uvloop_unless_told(parser):
+    assert parser().parse_args([]).event_loop == "uvloop"
+    assert parser().parse_args(["--event-loop", "asyncio"]).event_loop == "asyncio"
 
 
 @pytest.mark.parametrize("value", ["", "Info", "Warning,Debug"])

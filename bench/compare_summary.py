@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench.common import Obj
@@ -96,35 +96,18 @@ class Engine:
 def engines(args: argparse.Namespace) -> list[Engine]:
     """The runs `args.engines` asks for, in the order given."""
     every = ("manager", *(f"worker{i}" for i in range(1, args.workers + 1)))
+    lifted = Engine("ours_lifted", (), args.lifted_qps, args.lifted_burst, dispatcher=SHIPPED_DISPATCHER)
     known = {
         "ours": Engine("ours", (), None, None, dispatcher=SHIPPED_DISPATCHER),
         "upstream": Engine("upstream", every, None, None),
-        "ours_lifted": Engine(
-            "ours_lifted", (), args.lifted_qps, args.lifted_burst, dispatcher=SHIPPED_DISPATCHER
-        ),
+        "ours_lifted": lifted,
         "upstream_tuned": Engine(
             "upstream_tuned", every, args.lifted_qps, args.lifted_burst, lifted_workers=True
         ),
-        "ours_all_at_once": Engine(
-            "ours_all_at_once", (), args.lifted_qps, args.lifted_burst, dispatcher="AllAtOnce"
-        ),
+        "ours_all_at_once": replace(lifted, name="ours_all_at_once", dispatcher="AllAtOnce"),
         "no_kueue": Engine("no_kueue", (), None, None, kueue=False),
-        "ours_warning_events": Engine(
-            "ours_warning_events",
-            (),
-            args.lifted_qps,
-            args.lifted_burst,
-            dispatcher=SHIPPED_DISPATCHER,
-            event_types="Warning",
-        ),
-        "ours_asyncio": Engine(
-            "ours_asyncio",
-            (),
-            args.lifted_qps,
-            args.lifted_burst,
-            dispatcher=SHIPPED_DISPATCHER,
-            event_loop="asyncio",
-        ),
+        "ours_warning_events": replace(lifted, name="ours_warning_events", event_types="Warning"),
+        "ours_asyncio": replace(lifted, name="ours_asyncio", event_loop="asyncio"),
     }
     return [known[name] for name in args.engines]
 

@@ -77,6 +77,22 @@ def test_the_lifted_arms_share_one_budget_and_only_upstream_tuned_runs_the_patch
     assert "CPU" in by_name["ours_lifted"].binding_limit() == by_name["upstream_tuned"].binding_limit()
 
 
+def test_the_extra_arms_of_ours_differ_from_ours_lifted_in_one_setting_each():
+    names = "ours_lifted,ours_all_at_once,ours_warning_events,ours_asyncio"
+    by_name = {e.name: e for e in compare_summary.engines(compare.parse_args(["--engines", names]))}
+    lifted = vars(by_name.pop("ours_lifted"))
+    assert lifted["event_types"] is None and lifted["event_loop"] is None
+    changed = {
+        name: {k: v for k, v in vars(e).items() if k != "name" and v != lifted[k]}
+        for name, e in by_name.items()
+    }
+    assert changed == {
+        "ours_all_at_once": {"dispatcher": "AllAtOnce"},
+        "ours_warning_events": {"event_types": "Warning"},
+        "ours_asyncio": {"event_loop": "asyncio"},
+    }
+
+
 def samples(text: str) -> list:
     return prom.parse_prometheus_text(text)
 

@@ -137,9 +137,12 @@ async def test_a_retry_check_without_quota_goes_back_to_pending(fleet, kube, nam
         name = wl["metadata"]["name"]
 
         async def pending_without_quota():
+            # The checks' list of a new pending Workload may come up to 2 s after its QuotaReserved
+            # condition (the agent leaves it to the reservation write for that long).
             current = await env.get(kube, api.WORKLOAD, name, namespace)
             reserved = condition(current, api.WORKLOAD_QUOTA_RESERVED)
-            return current if reserved and reserved["status"] == "False" else None
+            listed = reserved and reserved["status"] == "False" and check_state(current, env.check)
+            return current if listed else None
 
         current = await eventually(pending_without_quota, timeout=30)
         assert check_state(current, env.check)["state"] == "Pending"

@@ -368,13 +368,19 @@ class WorkloadReconciler:
                     errors.append(f"cluster {client.name}: {exc}")
             if errors:
                 raise DispatchError("; ".join(errors))
+            later = Result(requeue_after=self.worker_lost_timeout) if group.unavailable else None
             if wlutil.is_finished(wl):
                 self.forget(key)
-            elif state.get("state") == api.CHECK_STATE_RETRY:
+                return later
+            if not group.unavailable:
+                # Its quota is released and no reachable worker runs it: a running state mirrored
+                # last (a count raised after the release) would stand on the job for good.
+                await adapter.release_local(namespace, owner_name)
+            if state.get("state") == api.CHECK_STATE_RETRY:
                 # Retry asks for an eviction; without quota there is nothing left to evict, and a
                 # Retry check would keep the Workload inadmissible: it may try again.
                 await self.update_check_state(wl, state, api.CHECK_STATE_PENDING, api.MSG_RETRY_WITHOUT_QUOTA)
-            return Result(requeue_after=self.worker_lost_timeout) if group.unavailable else None
+            return later
 
         # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync). A
         # copy that finished and then left its worker (with its job) counts: that run is over.

@@ -31,6 +31,8 @@ Obj = dict[str, Any]
 
 # Pod counts a running Job reports; a suspended Job whose pods are gone reports none.
 _POD_COUNTS = ("active", "ready", "terminating")
+# The counts by which the manager's agent tells a Job still running (active) from a stopped one.
+_RUNNING_COUNTS = ("active", "ready")
 
 # A running Job's progress (pods active, ready, counted as they end) is copied once it has stood
 # for base.MIRROR_MIN_INTERVAL_SECONDS, so at most once per interval: the worker's job controller
@@ -85,6 +87,23 @@ def mirrored_status(local: Obj, remote_status: Obj) -> Obj:
     start = (local.get("status") or {}).get("startTime")
     if start and not suspended(local) and not status.get("startTime"):
         status["startTime"] = start
+    return status
+
+
+def stopping_status(local_status: Obj, remote_status: Obj) -> Obj:
+    """The status a suspended manager Job takes from its stopped (or finished) worker copy: its
+    pods only go, so its active and ready counts never rise. The manager's agent releases the
+    quota of an evicted Workload once its Job counts no active pod; a count raised after that,
+    from a worker's Job seen in a moment between two states, would be left on a Job that no
+    worker runs and nothing would lower it again."""
+    status = dict(remote_status)
+    for key in _RUNNING_COUNTS:
+        held = local_status.get(key) or 0
+        if (status.get(key) or 0) > held:
+            if held:
+                status[key] = held
+            else:
+                status.pop(key, None)
     return status
 
 
@@ -208,6 +227,9 @@ class JobAdapter:
         never: a finished Job's status is not progress)."""
         local_status = local.get("status") or {}
         remote_status = mirrored_status(local, remote_status)
+        stopping = suspended(local)
+        if stopping:
+            remote_status = stopping_status(local_status, remote_status)
         if local_status == remote_status:
             self._progress_since.pop(object_key(local), None)
             return True
@@ -217,8 +239,13 @@ class JobAdapter:
             self._progress_since, key, self.clock.monotonic()
         ):
             return False
-        patch = merge_patch(local_status, remote_status)
-        await self.local_kube.patch_status_merge(api.JOB, meta["name"], {"status": patch}, meta["namespace"])
+        body: Obj = {"status": merge_patch(local_status, remote_status)}
+        if stopping and meta.get("resourceVersion"):
+            # Written only over the Job this copy was made from: a stale cache (a stop written
+            # meanwhile) gets a conflict and the reconcile reads again, instead of putting back
+            # counts that were already lowered.
+            body["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+        await self.local_kube.patch_status_merge(api.JOB, meta["name"], body, meta["namespace"])
         self._progress_since.pop(key, None)
         self._suspended_since.pop(key, None)
         return True

@@ -176,6 +176,34 @@ async def test_a_retry_check_without_quota_goes_back_to_pending(fleet, kube, nam
         assert state["message"].startswith(api.MSG_RETRY_WITHOUT_QUOTA), state
 
 
+async def test_running_counts_left_on_a_job_without_quota_are_dropped(fleet, kube, namespace):
+    """A mirrored running count that lands on the manager's suspended Job after its quota was
+    released (a late write) would stand for good: no worker runs it and nothing else lowers it.
+    The manager drops it on the Workload's next reconcile."""
+    async with multikueue(fleet, kube, namespace, manager_cpu="1") as env:
+        await kube.create(api.JOB, mk_job("late", cpu="2"), namespace=namespace)
+        wl = await eventually(lambda: env.job_workload("late"))
+        name = wl["metadata"]["name"]
+
+        async def pending():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            reserved = condition(current, api.WORKLOAD_QUOTA_RESERVED)
+            return current if reserved and reserved["status"] == "False" else None
+
+        await eventually(pending, timeout=30)
+        await kube.patch_status_merge(api.JOB, "late", {"status": {"active": 1, "ready": 1}}, namespace)
+        # Any change of the Workload brings it back to the manager.
+        await kube.patch_merge(api.WORKLOAD, name, {"metadata": {"labels": {"touched": "yes"}}}, namespace)
+
+        async def dropped():
+            job = await kube.get(api.JOB, "late", namespace=namespace)
+            status = job.get("status") or {}
+            return job if not status.get("active") and not status.get("ready") else None
+
+        job = await eventually(dropped, timeout=30)
+        assert job["spec"]["suspend"] is True
+
+
 async def test_nothing_is_dispatched_while_the_manager_workload_is_being_evicted(fleet, kube, namespace):
     """An eviction clears clusterName and resets the check to Pending at once, but the Workload
     holds its old quota until it is released (Evicted stays True until quota is reserved again).

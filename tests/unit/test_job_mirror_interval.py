@@ -13,7 +13,7 @@ from kube_runtime import api
 from kube_runtime.clock import FakeClock
 from manager.adapters import base as adapters_base
 from manager.adapters.base import MIRROR_MIN_INTERVAL_SECONDS, waited
-from manager.adapters.job import JobAdapter, progress_only, remote_job_copy
+from manager.adapters.job import JobAdapter, progress_only, remote_job_copy, stopping_status
 from manager.adapters.leaderworkerset import (
     ANNOTATION_WORKER_CLUSTER,
     LeaderWorkerSetAdapter,
@@ -60,11 +60,13 @@ class LocalKube:
     def __init__(self, jobs: Informer) -> None:
         self.jobs = jobs
         self.patches: list[dict] = []
+        self.preconditions: list[str | None] = []
 
     async def patch_status_merge(
         self, resource: api.Resource, name: str, patch: dict, namespace: str
     ) -> dict:
         self.patches.append(patch["status"])
+        self.preconditions.append((patch.get("metadata") or {}).get("resourceVersion"))
         status = self.jobs.obj.setdefault("status", {})
         for key, value in patch["status"].items():
             if value is None:
@@ -241,3 +243,35 @@ async def test_the_worker_lws_status_goes_once_a_change_has_stood_and_its_last_a
     remote.job["status"] = {"replicas": 2, "readyReplicas": 1}
     assert await adapter.sync_finished(remote, "team-a", "serve") is True  # the last status: at once
     assert kube.patches[-1] == {"readyReplicas": 1} and len(kube.patches) == 2
+
+
+def test_a_stopping_job_s_running_counts_only_go_down():
+    # A stopped worker Job seen in a moment between two states (or one created anew) never puts
+    # back running counts the manager's suspended Job has already dropped; the rest is copied.
+    assert stopping_status({}, {"active": 1, "ready": 1, "terminating": 1}) == {"terminating": 1}
+    assert stopping_status({"active": 2, "ready": 1}, {"active": 3, "ready": 2}) == {"active": 2, "ready": 1}
+    assert stopping_status({"active": 2}, {"active": 1, "succeeded": 4}) == {"active": 1, "succeeded": 4}
+    assert stopping_status({"active": 1}, {}) == {}
+
+
+async def test_a_stopped_worker_job_never_raises_the_counts_of_a_suspended_manager_job():
+    jobs, kube, _clock = fleet({"startTime": "2026-01-01T00:00:00Z"})  # the agent dropped its counts
+    suspended_here(jobs)
+    stopped = {"active": 1, "ready": 1, "conditions": [{"type": "Suspended", "status": "True"}]}
+    remote = Remote(stopped)
+    remote.job["spec"]["suspend"] = True
+    assert await jobs.sync_job(remote, "team-a", "sample", "wl-1") is False
+    local = jobs.local_job("team-a", "sample")["status"]
+    assert "active" not in local and "ready" not in local
+    assert local["conditions"] == stopped["conditions"]
+    # Written only over the manager's Job as read: a stale copy gets a conflict, not a write.
+    assert kube.preconditions == ["7"]
+
+
+async def test_a_running_job_s_status_is_copied_without_a_precondition():
+    jobs, kube, clock = fleet({})
+    remote = Remote(READY)
+    await jobs.sync_job(remote, "team-a", "sample", "wl-1")
+    await clock.advance(MIRROR_MIN_INTERVAL_SECONDS)
+    await jobs.sync_job(remote, "team-a", "sample", "wl-1")
+    assert kube.patches == [READY] and kube.preconditions == [None]

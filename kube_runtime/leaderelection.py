@@ -243,6 +243,8 @@ class LeaderElector:
         now_mono = self._clock.monotonic()
         now = self._clock.now()
         duration = int(self.lease_duration)
+        if await self._renew_optimistically(now, now_mono, duration):
+            return True
         try:
             lease = await self.client.get(api.LEASE, self.name, self.namespace)
         except NotFound:
@@ -271,6 +273,29 @@ class LeaderElector:
         try:
             updated = await self.client.replace(api.LEASE, body)  # carries resourceVersion: 409 if we lost
         except Conflict:
+            return False
+        self._lease = updated
+        self.observer.observe(LeaderElectionRecord.from_lease(updated), now_mono)
+        return True
+
+    async def _renew_optimistically(self, now: dt.datetime, now_mono: float, duration: int) -> bool:
+        """client-go's fast path: the leader, whose lease has not run out, renews over the Lease
+        it wrote last, without reading it first (one request a renewal, not two). A conflict (the
+        Lease changed since) sends it down the slow path: read, then decide."""
+        lease = self._lease
+        if not self._is_leader or lease is None or not self.observer.is_valid(now_mono, self.lease_duration):
+            return False
+        observed = LeaderElectionRecord.from_lease(lease)
+        if observed.holder_identity != self.identity:
+            return False
+        body = copy.deepcopy(lease)
+        body["spec"] = {
+            **(lease.get("spec") or {}),
+            **next_record(observed, self.identity, now, duration).to_spec(),
+        }
+        try:
+            updated = await self.client.replace(api.LEASE, body)
+        except (Conflict, NotFound):
             return False
         self._lease = updated
         self.observer.observe(LeaderElectionRecord.from_lease(updated), now_mono)

@@ -88,6 +88,7 @@ class FakeLeaseClient:
         self.lease: dict | None = None
         self.rv = 0
         self.down = False
+        self.calls: list[str] = []
 
     def _check(self) -> None:
         if self.down:
@@ -96,6 +97,7 @@ class FakeLeaseClient:
             raise ConnectionLost("apiserver unreachable")
 
     async def get(self, resource, name, namespace=None):
+        self.calls.append("get")
         self._check()
         if self.lease is None:
             raise NotFound({"code": 404})
@@ -111,6 +113,7 @@ class FakeLeaseClient:
         return copy.deepcopy(self.lease)
 
     async def replace(self, resource, obj, namespace=None):
+        self.calls.append("replace")
         self._check()
         if obj["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
             raise Conflict({"code": 409, "reason": "Conflict"})
@@ -202,4 +205,44 @@ async def test_async_leader_work_is_cancelled_on_step_down():
     api.down = True
     await settle(clock, 5)
     assert not a.is_leader and cancelled.is_set()
+    await a.stop()
+
+
+async def test_the_leader_renews_with_one_request_and_reads_again_after_a_conflict():
+    clock = FakeClock(start=T0)
+    api = FakeLeaseClient()
+    a = LeaderElector(api, "ns", "lock", "a", 15, 10, 2, clock=clock)
+    a.start()
+    await settle(clock, 1)
+    assert a.is_leader
+    api.calls.clear()
+    await settle(clock, 6)  # three renewals, each over the Lease written last: no read
+    assert api.calls == ["replace"] * 3
+    first_renewal = api.spec["renewTime"]
+    # Somebody else writes the Lease (a kubectl edit, say): the next renewal conflicts, reads it
+    # and renews over what it read, in the same round, and the leader keeps leading.
+    api.lease["metadata"]["annotations"] = {"touched": "yes"}
+    api.rv += 1
+    api.lease["metadata"]["resourceVersion"] = str(api.rv)
+    api.calls.clear()
+    await settle(clock, 2)
+    assert api.calls == ["replace", "get", "replace"]
+    assert a.is_leader and api.spec["holderIdentity"] == "a" and api.spec["renewTime"] > first_renewal
+    assert api.lease["metadata"]["annotations"] == {"touched": "yes"}
+    await a.stop()
+
+
+async def test_a_leader_whose_lease_was_taken_stops_leading():
+    clock = FakeClock(start=T0)
+    api = FakeLeaseClient()
+    a = LeaderElector(api, "ns", "lock", "a", 4, 3, 1, clock=clock)
+    a.start()
+    await settle(clock, 1)
+    assert a.is_leader
+    taken = next_record(LeaderElectionRecord.from_lease(api.lease), "b", T0, 4)
+    api.lease["spec"] = taken.to_spec()
+    api.rv += 1
+    api.lease["metadata"]["resourceVersion"] = str(api.rv)
+    await settle(clock, 4)  # the optimistic renewal conflicts; the read shows b's lease, held
+    assert not a.is_leader and api.spec["holderIdentity"] == "b"
     await a.stop()

@@ -123,6 +123,34 @@ def finished_state(resource: api.Resource, obj: Obj) -> bool:
     return False
 
 
+def job_end_condition(resource: api.Resource, obj: Obj) -> Obj | None:
+    """The Workload `Finished` condition the end of a job of ours amounts to, as the worker's job
+    integration writes it (reason Succeeded or Failed, the message of the job's final condition),
+    or None when `obj` has not ended. Read when the job's Workload copy left its worker unfinished:
+    the job, deleted at once as it completed, took the copy it owns along."""
+    finals = {
+        api.JOB: (api.JOB_CONDITION_COMPLETE, api.JOB_CONDITION_FAILED),
+        api.JOB_SET: (api.JOB_SET_CONDITION_COMPLETED, api.JOB_SET_CONDITION_FAILED),
+        api.TRAIN_JOB: (api.TRAIN_JOB_CONDITION_COMPLETE, api.TRAIN_JOB_CONDITION_FAILED),
+    }.get(resource)  # a pod's end is not its group's: a pod Workload keeps the copy's word
+    if finals is None:
+        return None
+    conditions = (obj.get("status") or {}).get("conditions") or ()
+    ended = [c for c in conditions if c.get("type") in finals and c.get("status") == "True"]
+    if not ended:
+        return None
+    final, failed = ended[0], ended[0].get("type") == finals[1]
+    condition: Obj = {
+        "type": api.WORKLOAD_FINISHED,
+        "status": "True",
+        "reason": api.REASON_FAILED if failed else api.REASON_SUCCEEDED,
+        "message": final.get("message") or "",
+    }
+    if final.get("lastTransitionTime"):
+        condition["lastTransitionTime"] = final["lastTransitionTime"]
+    return condition
+
+
 class RemoteClient:
     """Connection to one worker. `refresh(kubeconfig)` (re)connects; the cluster controller calls
     it while holding `lock`, so a slow worker never blocks the others."""

@@ -37,7 +37,7 @@ from manager.clusters import Remotes
 from manager.dispatch.least_loaded import LeastLoadedChoice
 from manager.groups import GroupConflict, Groups, cluster_name
 from manager.metrics import ManagerMetrics
-from manager.remote import RemoteClient
+from manager.remote import RemoteClient, job_end_condition
 
 log = structlog.get_logger("manager.workload")
 
@@ -104,6 +104,10 @@ FINISHED_SYNC_WAIT = 30.0
 # Workload from it, within moments; the manager writes Finished itself only if that has not
 # happened this long after the worker's copy finished (an agent down, or no Job integration there).
 LOCAL_FINISH_WAIT = 5.0
+# How long a copy gone from a reachable worker may wait for the news of its job (still in that
+# worker's watch cache) before it counts as lost: a job's end and deletion come in on a watch of
+# their own, which may be behind the copy's.
+COPY_GONE_WAIT = 3.0
 
 # How often a Workload that every worker refuses for a name conflict looks again.
 NAME_CONFLICT_RECHECK = 30.0
@@ -241,6 +245,9 @@ class WorkloadReconciler:
         # Workload key -> when (monotonic) the manager began to leave its Finished to the manager
         # cluster's job integration (LOCAL_FINISH_WAIT).
         self._local_finish_since: dict[str, float] = {}
+        # Workload key -> when its copy was first seen gone while its job was still in the
+        # worker's cache (_copy_gone_wait).
+        self._copy_gone_since: dict[str, float] = {}
         # The manager cluster's Workload versions our status writes replaced, until the watch shows them.
         self._own_writes = OwnWrites(clock=clock.monotonic)
 
@@ -261,6 +268,7 @@ class WorkloadReconciler:
         self.metrics.forget(key)
         self._owners.pop(key, None)
         self._local_finish_since.pop(key, None)
+        self._copy_gone_since.pop(key, None)
         self._own_writes.forget(key)
         if self.least_loaded is not None:
             self.least_loaded.forget(key)
@@ -312,6 +320,7 @@ class WorkloadReconciler:
             wl = self.deleted.get(key)
             if wl is None:
                 self._local_finish_since.pop(key, None)
+                self._copy_gone_since.pop(key, None)
                 return None
         found = self.multikueue_check(wl)
         if found is None or found[1].get("state") == api.CHECK_STATE_REJECTED:
@@ -385,7 +394,9 @@ class WorkloadReconciler:
         # 2. A remote copy finished: finish here too (or re-dispatch when it fell out of sync). A
         # copy that finished and then left its worker (with its job) counts: that run is over.
         kept = {c: r for c, r in group.remotes.items() if not group.available[c].withdrawn(r)}
-        finished = best_match(kept, api.WORKLOAD_FINISHED) or self._finished_and_gone(wl, group)
+        finished = best_match(kept, api.WORKLOAD_FINISHED) or self._finished_and_gone(
+            wl, adapter, owner_name, group
+        )
         if finished is not None:
             cluster, condition = finished
             if condition.get("reason") == api.REASON_OUT_OF_SYNC:
@@ -452,7 +463,7 @@ class WorkloadReconciler:
         candidates = self._winner_candidates(wl, adapter, group) if not recorded else group.remotes
         admitting = best_match(candidates, api.WORKLOAD_ADMITTED, prefer=recorded)
         if admitting is None and state.get("state") == api.CHECK_STATE_READY:
-            return await self._admitting_remote_missing(wl, state, group)
+            return await self._admitting_remote_missing(wl, state, adapter, owner_name, group)
         if admitting is not None:
             return await self._sync_admitting_remote(wl, state, adapter, owner_name, group, admitting[0])
 
@@ -477,8 +488,13 @@ class WorkloadReconciler:
             return Result(requeue_after=wait)  # the least-loaded worker's round ends
         return result
 
-    def _finished_and_gone(self, wl: Obj, group: Group) -> tuple[str, Obj] | None:
-        """(worker, Finished condition) of a copy seen finished that is no longer there."""
+    def _finished_and_gone(
+        self, wl: Obj, adapter: Adapter, owner_name: str, group: Group
+    ) -> tuple[str, Obj] | None:
+        """(worker, Finished condition) of a copy seen finished that is no longer there; or, when
+        the copy left the worker it was admitted on unfinished, of that worker's job seen ended
+        before it went (a job deleted at once as it completed takes the copy it owns along, before
+        the worker finishes it): that run is over, and must not be dispatched again."""
         meta = wl["metadata"]
         for cluster, client in sorted(group.available.items()):
             if group.remotes.get(cluster) is None:
@@ -488,7 +504,20 @@ class WorkloadReconciler:
                 )
                 if condition is not None:
                     return cluster, condition
-        return None
+        admitted_on = (wl.get("status") or {}).get("clusterName")
+        client = group.available.get(admitted_on or "")
+        if client is None or group.remotes.get(admitted_on) is not None:
+            return None
+        ended = client.finished_gone(adapter.resource, meta["namespace"], owner_name)
+        if ended is None:  # its end is in, its deletion not yet
+            ended = self._cached_remote_job(client, adapter, meta["namespace"], owner_name)
+        condition = job_end_condition(adapter.resource, ended) if ended is not None else None
+        return (admitted_on, condition) if condition is not None else None
+
+    @staticmethod
+    def _cached_remote_job(client: RemoteClient, adapter: Adapter, namespace: str, name: str) -> Obj | None:
+        cache = client.cache(adapter.resource)
+        return cache.get(f"{namespace}/{name}") if cache is not None else None
 
     async def _release_evicted(self, wl: Obj, adapter: Adapter, owner_name: str, group: Group) -> None:
         """An eviction the manager started completes only once the manager's job has stopped. No
@@ -581,7 +610,24 @@ class WorkloadReconciler:
             await self._apply_status(wl, updated)
         return None
 
-    async def _admitting_remote_missing(self, wl: Obj, state: Obj, group: Group) -> Result | None:
+    def _copy_gone_wait(self, wl: Obj, adapter: Adapter, owner_name: str, client: RemoteClient) -> float:
+        """Seconds left to wait before a copy gone from its reachable worker counts as lost, while
+        that worker's job is still in its watch cache: the job's own watch may be behind the
+        copy's (a job that completed and was deleted at once takes its copy along, and its end,
+        which finishes the Workload in step 2, may come in after the copy's deletion)."""
+        key = object_key(wl)
+        if self._cached_remote_job(client, adapter, wl["metadata"]["namespace"], owner_name) is None:
+            self._copy_gone_since.pop(key, None)
+            return 0.0
+        since = self._copy_gone_since.setdefault(key, self.clock.monotonic())
+        left = COPY_GONE_WAIT - (self.clock.monotonic() - since)
+        if left <= 0:
+            self._copy_gone_since.pop(key, None)
+        return max(left, 0.0)
+
+    async def _admitting_remote_missing(
+        self, wl: Obj, state: Obj, adapter: Adapter, owner_name: str, group: Group
+    ) -> Result | None:
         admitting = (wl.get("status") or {}).get("clusterName", "")
         if admitting and admitting in group.unavailable:
             lost_since = self.remotes.lost_since(admitting, self.clock.now())
@@ -592,6 +638,9 @@ class WorkloadReconciler:
         elif not admitting:
             message = api.MSG_READY_WITHOUT_CLUSTER
         else:
+            wait = self._copy_gone_wait(wl, adapter, owner_name, group.available[admitting])
+            if wait > 0:
+                return Result(requeue_after=wait)
             message = api.MSG_ADMITTING_REMOTE_GONE
         await self.update_check_state(wl, state, api.CHECK_STATE_RETRY, message)
         if admitting:

@@ -8,11 +8,13 @@ ends with the kit's invariant check (multikueue() runs it when the block ends)."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue, observed
 
 from kube_runtime import api
+from kube_runtime.client import NotFound
 
 pytestmark = pytest.mark.realcluster
 
@@ -121,6 +123,134 @@ async def test_a_finished_worker_job_deleted_at_once_still_completes_on_the_mana
         for job in names:
             copies = worker1_jobs.get(job, []) + worker2_jobs.get(job, [])
             assert len({j["metadata"]["uid"] for j in copies}) == 1, f"{job} ran more than once"
+
+
+VAP = api.Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False
+)
+VAP_BINDING = api.Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    False,
+)
+
+
+async def _refuse_status(kube, name: str, namespace: str, group: str, resource: str, condition: str) -> None:
+    """A ValidatingAdmissionPolicy that refuses every status write of `group`/`resource` in
+    `namespace` that leaves condition `condition` True."""
+    await kube.create(
+        VAP,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [group],
+                            "apiVersions": ["*"],
+                            "operations": ["UPDATE"],
+                            "resources": [f"{resource}/status"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!has(object.status.conditions) || !object.status.conditions.exists("
+                        f"c, c.type == '{condition}' && c.status == 'True')",
+                        "message": f"this test refuses {condition} on {resource} for now",
+                    }
+                ],
+            },
+        },
+    )
+    await kube.create(
+        VAP_BINDING,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    )
+
+
+async def _allow_again(kube, name: str) -> None:
+    for resource in (VAP_BINDING, VAP):
+        with contextlib.suppress(NotFound):
+            await kube.delete(resource, name)
+
+
+async def test_a_copy_gone_unfinished_with_its_completed_job_finishes_the_workload_once(
+    fleet, kube, namespace
+):
+    """The worker's Job completes and is deleted at once, and its Workload copy goes with it before
+    the worker has finished it (here the workers refuse to, and the manager cluster refuses the
+    Job's end until the copy is gone, so the manager learns the end from the worker's Job alone):
+    the manager finishes the Workload Succeeded from the Job it saw complete, and never dispatches
+    it again (it used to retry it, `Admitting remote gone`, and the Job ran twice)."""
+    policy = f"refuse-{namespace}"
+    async with multikueue(fleet, kube, namespace) as env:
+        try:
+            for worker_kube in env.worker_kubes.values():
+                await _refuse_status(
+                    worker_kube, policy, namespace, "kueue.x-k8s.io", "workloads", "Finished"
+                )
+            await _refuse_status(kube, policy, namespace, "batch", "jobs", "Complete")
+            await asyncio.sleep(2)  # the apiservers load new policies asynchronously
+            async with (
+                observed(kube, api.JOB, namespace) as manager_jobs,
+                observed(kube, api.WORKLOAD, namespace) as manager_workloads,
+                observed(env.worker_kubes["worker1"], api.JOB, namespace) as worker1_jobs,
+                observed(env.worker_kubes["worker2"], api.JOB, namespace) as worker2_jobs,
+            ):
+                await kube.create(api.JOB, mk_job("unfinished"), namespace=namespace)
+                wl = await eventually(lambda: env.job_workload("unfinished"))
+                name = wl["metadata"]["name"]
+                worker = await _ready_on(env, name)
+                seen = worker1_jobs if env.clusters[worker] == "worker1" else worker2_jobs
+
+                async def completed_there():
+                    return any(_complete(j) for j in seen.get("unfinished", ())) or None
+
+                await env.wait_for(completed_there, 60, name)
+                await env.worker_kubes[env.clusters[worker]].delete(
+                    api.JOB, "unfinished", namespace, propagation_policy="Background"
+                )
+                await env.wait_copies_gone(worker, name)
+                await asyncio.sleep(2)  # the manager sees the copy gone, its Job's end refused here
+                await _allow_again(kube, policy)
+
+                async def finished():
+                    current = await env.get(kube, api.WORKLOAD, name, namespace)
+                    done = condition(current, api.WORKLOAD_FINISHED)
+                    return done if done and done["status"] == "True" else None
+
+                done = await env.wait_for(finished, 60, name)
+                assert done["reason"] == api.REASON_SUCCEEDED, done
+                assert any(_complete(j) for j in manager_jobs.get("unfinished", ()))
+                await asyncio.sleep(3)  # long enough for a wrong re-dispatch to show
+                runs = {j["metadata"]["uid"] for j in worker1_jobs.get("unfinished", [])}
+                runs |= {j["metadata"]["uid"] for j in worker2_jobs.get("unfinished", [])}
+                assert len(runs) == 1, "the Job ran more than once"
+                # Finished straight from the Job's end: never retried, evicted and dispatched anew.
+                for state in manager_workloads[name]:
+                    evicted = condition(state, api.WORKLOAD_EVICTED)
+                    assert not (evicted and evicted["status"] == "True"), evicted
+                    assert (check_state(state, env.check) or {}).get("state") != "Retry", state["status"]
+        finally:
+            for cluster_kube in (kube, *env.worker_kubes.values()):
+                await _allow_again(cluster_kube, policy)
 
 
 async def test_an_unreachable_worker_past_the_timeout_sends_its_workload_to_the_healthy_one(

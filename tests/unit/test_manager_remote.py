@@ -25,6 +25,7 @@ from manager.remote import (
     copy_state,
     establish_timeout,
     finished_state,
+    job_end_condition,
     retry_after,
 )
 
@@ -416,3 +417,33 @@ async def test_an_object_created_counts_as_there_until_the_watch_shows_it_or_its
     client.remember_created(api.JOB, job)
     await clock.advance(10.0)  # a watch event lost: the memory does not hold for long
     assert client.created_unseen(api.JOB, "ns", "j") is None
+
+
+def test_a_job_s_end_is_the_finished_condition_its_worker_would_have_written() -> None:
+    complete = {
+        "type": "Complete",
+        "status": "True",
+        "message": "Reached expected number of succeeded pods",
+        "lastTransitionTime": "2026-01-01T00:00:09Z",
+    }
+    job = {"status": {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}, complete]}}
+    assert job_end_condition(api.JOB, job) == {
+        "type": "Finished",
+        "status": "True",
+        "reason": "Succeeded",
+        "message": "Reached expected number of succeeded pods",
+        "lastTransitionTime": "2026-01-01T00:00:09Z",
+    }
+    failed = {
+        "status": {"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]}
+    }
+    assert job_end_condition(api.JOB, failed)["reason"] == "Failed"
+    assert job_end_condition(api.JOB, failed)["message"] == "BackoffLimitExceeded"
+    js = {"status": {"conditions": [{"type": "Completed", "status": "True", "message": "jobset completed"}]}}
+    assert job_end_condition(api.JOB_SET, js)["reason"] == "Succeeded"
+    tj = {"status": {"conditions": [{"type": "Failed", "status": "True", "message": "trainjob failed"}]}}
+    assert job_end_condition(api.TRAIN_JOB, tj)["reason"] == "Failed"
+    # Not ended, or a kind whose own end is not its Workload's (a pod of a group): nothing.
+    assert job_end_condition(api.JOB, {"status": {"active": 1}}) is None
+    assert job_end_condition(api.JOB, {"status": {"conditions": [{**complete, "status": "False"}]}}) is None
+    assert job_end_condition(api.POD, {"status": {"phase": "Succeeded"}}) is None

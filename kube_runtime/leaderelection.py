@@ -267,11 +267,15 @@ class LeaderElector:
         self.observer.observe(observed, now_mono)
         if self.observer.held_by_other(self.identity, now_mono, self.lease_duration):
             return False
-        record = next_record(observed, self.identity, now, duration)
+        return await self._write(lease, next_record(observed, self.identity, now, duration), now_mono)
+
+    async def _write(self, lease: Obj, record: LeaderElectionRecord, now_mono: float) -> bool:
+        """Replace `lease` with `record` as its spec; it carries its resourceVersion, so a 409
+        (False) means the Lease changed since it was read."""
         body = copy.deepcopy(lease)
         body["spec"] = {**(lease.get("spec") or {}), **record.to_spec()}
         try:
-            updated = await self.client.replace(api.LEASE, body)  # carries resourceVersion: 409 if we lost
+            updated = await self.client.replace(api.LEASE, body)
         except Conflict:
             return False
         self._lease = updated
@@ -288,18 +292,10 @@ class LeaderElector:
         observed = LeaderElectionRecord.from_lease(lease)
         if observed.holder_identity != self.identity:
             return False
-        body = copy.deepcopy(lease)
-        body["spec"] = {
-            **(lease.get("spec") or {}),
-            **next_record(observed, self.identity, now, duration).to_spec(),
-        }
         try:
-            updated = await self.client.replace(api.LEASE, body)
-        except (Conflict, NotFound):
+            return await self._write(lease, next_record(observed, self.identity, now, duration), now_mono)
+        except NotFound:
             return False
-        self._lease = updated
-        self.observer.observe(LeaderElectionRecord.from_lease(updated), now_mono)
-        return True
 
     async def release(self) -> bool:
         """Give the lease up (empty holder) if we hold it; True if released."""

@@ -98,29 +98,35 @@ def _drop_older(marks: OrderedDict, now: float, ttl: float, stamp: Callable[[Any
         marks.popitem(last=False)
 
 
+# The conditions that end a job of each kind this manager watches on workers: (success, failure).
+JOB_END_CONDITIONS: dict[api.Resource, tuple[str, str]] = {
+    api.JOB: (api.JOB_CONDITION_COMPLETE, api.JOB_CONDITION_FAILED),
+    api.JOB_SET: (api.JOB_SET_CONDITION_COMPLETED, api.JOB_SET_CONDITION_FAILED),
+    api.TRAIN_JOB: (api.TRAIN_JOB_CONDITION_COMPLETE, api.TRAIN_JOB_CONDITION_FAILED),
+}
+
+
+def _end_condition(resource: api.Resource, obj: Obj) -> Obj | None:
+    """The condition (True) that ended `obj`, a job of a kind in JOB_END_CONDITIONS."""
+    finals = JOB_END_CONDITIONS.get(resource, ())
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if c.get("type") in finals and c.get("status") == "True":
+            return c
+    return None
+
+
 def finished_state(resource: api.Resource, obj: Obj) -> bool:
     """Whether `obj` ended its run: a Workload copy Finished (not replaced for being out of sync)
     or a batch/v1 Job Complete or Failed (a JobSet Completed or Failed, a TrainJob Complete or Failed,
     a Pod Succeeded or Failed)."""
-    conditions = (obj.get("status") or {}).get("conditions")
     if resource == api.WORKLOAD:
-        finished = find_status_condition(conditions, api.WORKLOAD_FINISHED)
+        finished = find_status_condition((obj.get("status") or {}).get("conditions"), api.WORKLOAD_FINISHED)
         return bool(
             finished and finished.get("status") == "True" and finished.get("reason") != api.REASON_OUT_OF_SYNC
         )
-    if resource == api.JOB:
-        return any(
-            c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions or ()
-        )
-    if resource == api.JOB_SET:
-        finals = (api.JOB_SET_CONDITION_COMPLETED, api.JOB_SET_CONDITION_FAILED)
-        return any(c.get("type") in finals and c.get("status") == "True" for c in conditions or ())
     if resource == api.POD:
         return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-    if resource == api.TRAIN_JOB:
-        finals = (api.TRAIN_JOB_CONDITION_COMPLETE, api.TRAIN_JOB_CONDITION_FAILED)
-        return any(c.get("type") in finals and c.get("status") == "True" for c in conditions or ())
-    return False
+    return _end_condition(resource, obj) is not None
 
 
 def job_end_condition(resource: api.Resource, obj: Obj) -> Obj | None:
@@ -128,18 +134,11 @@ def job_end_condition(resource: api.Resource, obj: Obj) -> Obj | None:
     integration writes it (reason Succeeded or Failed, the message of the job's final condition),
     or None when `obj` has not ended. Read when the job's Workload copy left its worker unfinished:
     the job, deleted at once as it completed, took the copy it owns along."""
-    finals = {
-        api.JOB: (api.JOB_CONDITION_COMPLETE, api.JOB_CONDITION_FAILED),
-        api.JOB_SET: (api.JOB_SET_CONDITION_COMPLETED, api.JOB_SET_CONDITION_FAILED),
-        api.TRAIN_JOB: (api.TRAIN_JOB_CONDITION_COMPLETE, api.TRAIN_JOB_CONDITION_FAILED),
-    }.get(resource)  # a pod's end is not its group's: a pod Workload keeps the copy's word
-    if finals is None:
+    # A pod's end is not its group's: a pod Workload keeps the copy's word (no entry, None).
+    final = _end_condition(resource, obj)
+    if final is None:
         return None
-    conditions = (obj.get("status") or {}).get("conditions") or ()
-    ended = [c for c in conditions if c.get("type") in finals and c.get("status") == "True"]
-    if not ended:
-        return None
-    final, failed = ended[0], ended[0].get("type") == finals[1]
+    failed = final.get("type") == JOB_END_CONDITIONS[resource][1]
     condition: Obj = {
         "type": api.WORKLOAD_FINISHED,
         "status": "True",
@@ -239,9 +238,13 @@ class RemoteClient:
         """The watch cache of `resource` (objects of our origin) while connected."""
         return self._informers.get(resource) if self.connected else None
 
-    def remote_workload(self, namespace: str, name: str) -> Obj | None:
-        informer = self.cache(api.WORKLOAD)
+    def cached(self, resource: api.Resource, namespace: str, name: str) -> Obj | None:
+        """The object of ours in the watch cache of `resource`, when that kind is watched here."""
+        informer = self.cache(resource)
         return informer.get(f"{namespace}/{name}") if informer is not None else None
+
+    def remote_workload(self, namespace: str, name: str) -> Obj | None:
+        return self.cached(api.WORKLOAD, namespace, name)
 
     def remote_workloads(self) -> list[Obj]:
         informer = self.cache(api.WORKLOAD)

@@ -510,14 +510,9 @@ class WorkloadReconciler:
             return None
         ended = client.finished_gone(adapter.resource, meta["namespace"], owner_name)
         if ended is None:  # its end is in, its deletion not yet
-            ended = self._cached_remote_job(client, adapter, meta["namespace"], owner_name)
+            ended = client.cached(adapter.resource, meta["namespace"], owner_name)
         condition = job_end_condition(adapter.resource, ended) if ended is not None else None
         return (admitted_on, condition) if condition is not None else None
-
-    @staticmethod
-    def _cached_remote_job(client: RemoteClient, adapter: Adapter, namespace: str, name: str) -> Obj | None:
-        cache = client.cache(adapter.resource)
-        return cache.get(f"{namespace}/{name}") if cache is not None else None
 
     async def _release_evicted(self, wl: Obj, adapter: Adapter, owner_name: str, group: Group) -> None:
         """An eviction the manager started completes only once the manager's job has stopped. No
@@ -616,7 +611,7 @@ class WorkloadReconciler:
         copy's (a job that completed and was deleted at once takes its copy along, and its end,
         which finishes the Workload in step 2, may come in after the copy's deletion)."""
         key = object_key(wl)
-        if self._cached_remote_job(client, adapter, wl["metadata"]["namespace"], owner_name) is None:
+        if client.cached(adapter.resource, wl["metadata"]["namespace"], owner_name) is None:
             self._copy_gone_since.pop(key, None)
             return 0.0
         since = self._copy_gone_since.setdefault(key, self.clock.monotonic())

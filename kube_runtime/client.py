@@ -16,6 +16,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -225,6 +226,7 @@ class KubeClient:
         connect_timeout: float = 10.0,
         get_attempts: int = 4,
         max_connections: int = 256,
+        tcp_keepalive: float | None = None,
     ) -> None:
         self.credentials = creds
         self.host = creds.host
@@ -235,7 +237,11 @@ class KubeClient:
         self._connect_timeout = connect_timeout
         self._get_attempts = max(1, get_attempts)
         self._max_connections = max_connections
+        # Seconds of idle before (and between) TCP keepalive probes; None keeps the kernel's defaults.
+        self._tcp_keepalive = tcp_keepalive
         self._session: aiohttp.ClientSession | None = None
+        # Monotonic time of the last bytes from the server (a response, a watch chunk): a sign of life.
+        self.last_heard = float("-inf")
         # Requests sent, by (method, resource[/subresource], status code or "<error>"): what the
         # client QPS budget went to. Exported by the worker_agent as rest_client_requests_total.
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
@@ -275,13 +281,54 @@ class KubeClient:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True)
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                enable_cleanup_closed=True,
+                socket_factory=self._keepalive_socket if self._tcp_keepalive else None,
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": USER_AGENT},
                 json_serialize=_dumps_text,
             )
         return self._session
+
+    def _keepalive_socket(self, addr_info: tuple[Any, ...]) -> socket.socket:
+        """A socket that notices a silent peer: keepalive probes after `tcp_keepalive` seconds idle,
+        and (Linux) unacknowledged data or probes abort the connection after three such periods."""
+        family, kind, proto, _, _ = addr_info
+        sock = socket.socket(family=family, type=kind, proto=proto)
+        interval = max(1, int(self._tcp_keepalive or 1))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in (("TCP_KEEPIDLE", interval), ("TCP_KEEPINTVL", interval), ("TCP_KEEPCNT", 2)):
+            if hasattr(socket, option):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+        if hasattr(socket, "TCP_USER_TIMEOUT"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 3 * interval * 1000)
+        return sock
+
+    def _heard(self) -> None:
+        self.last_heard = self._clock.monotonic()
+
+    async def probe(self, seconds: float, path: str = "/livez") -> int:
+        """One cheap GET (the apiserver serves /livez to every client, outside API priority and
+        fairness); returns the HTTP status, whatever it is: any answer is a sign of life. Raises
+        ConnectionLost when none came within `seconds`."""
+        client_timeout = aiohttp.ClientTimeout(
+            total=seconds, sock_connect=min(seconds, self._connect_timeout)
+        )
+        try:
+            async with self._get_session().get(
+                self.host + path,
+                headers=await self._headers(None),
+                timeout=client_timeout,
+                **self._request_kwargs(),
+            ) as resp:
+                await resp.read()
+                self._heard()
+                return resp.status
+        except _TRANSPORT_ERRORS as exc:
+            raise ConnectionLost(f"GET {self.host}{path}: {type(exc).__name__}: {exc}") from exc
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON}
@@ -449,6 +496,7 @@ class KubeClient:
                     payload = await resp.read()
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
+                self._heard()
             except _TRANSPORT_ERRORS as exc:
                 self.request_counts[(method, resource_of_path(path), "<error>")] += 1
                 raise ConnectionLost(f"{method} {self.host}{path}: {type(exc).__name__}: {exc}") from exc
@@ -738,9 +786,11 @@ class KubeClient:
                 timeout=client_timeout,
                 **self._request_kwargs(),
             ) as resp:
+                self._heard()
                 if resp.status >= 400:
                     raise error_from_status(_status_from_body(resp.status, await resp.read()), resp.status)
                 async for chunk in resp.content.iter_any():
+                    self._heard()
                     for event_type, obj in parser.feed(chunk):
                         raise_for_watch_event(event_type, obj)
                         yield event_type, self._decode(resource, obj)

@@ -13,8 +13,44 @@ from kube_runtime.httpserver import MetricsServing
 from kueue_domain import bootstrap
 from kueue_domain.bootstrap import Serve, StartupError
 from kueue_domain.config import Configuration
-from manager.config import parse_manager_config
+from manager.config import ManagerOptions, parse_manager_config
+from manager.liveness import LivenessSettings
 from manager.manager import LeadershipLost, Manager
+
+_LIVENESS = LivenessSettings()
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _add_option_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--worker-liveness-timeout",
+        type=_non_negative,
+        default=_LIVENESS.timeout,
+        metavar="SECONDS",
+        help="a worker whose apiserver answers nothing for this long is lost: its MultiKueueCluster "
+        f"turns Active=False (default {_LIVENESS.timeout:g}; docs/reliability.md)",
+    )
+    parser.add_argument(
+        "--worker-probe-interval",
+        type=_non_negative,
+        default=_LIVENESS.probe_interval,
+        metavar="SECONDS",
+        help="how often each worker's apiserver is probed (GET /livez) and TCP keepalives are sent; "
+        f"0 turns the probes off (default {_LIVENESS.probe_interval:g})",
+    )
+
+
+def _options(args: argparse.Namespace) -> ManagerOptions:
+    liveness = LivenessSettings(
+        timeout=args.worker_liveness_timeout, probe_interval=args.worker_probe_interval
+    )
+    return ManagerOptions(worker_liveness=liveness)
 
 
 def _check(config: Configuration) -> str | None:
@@ -31,6 +67,7 @@ def _build(
         manager = Manager(
             kube,
             config,
+            options=_options(args),
             metrics_bind_address=args.metrics_bind_address,
             health_bind_address=args.health_probe_bind_address,
             metrics_serving=MetricsServing.from_args(args),
@@ -49,6 +86,7 @@ PROGRAM = bootstrap.Program(
     leadership_lost=LeadershipLost,
     parse=parse_manager_config,
     check=_check,
+    add_option_arguments=_add_option_arguments,
 )
 build_parser = PROGRAM.build_parser
 main = PROGRAM.main

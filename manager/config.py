@@ -10,6 +10,7 @@ from typing import Any
 
 from kube_runtime import api
 from kueue_domain.config import Configuration, load_config, parse_config
+from manager.liveness import LivenessSettings
 
 # Both processes run in kueue-system on the manager cluster: they must not share a Lease.
 MANAGER_LEADER_ELECTION_ID = "kueue-federation-manager"
@@ -24,6 +25,8 @@ class ManagerOptions:
     remote_event_batch_seconds: float = 0.25
     # A worker watch that delivers nothing (not even a bookmark) for this long counts as lost.
     watch_inactivity_timeout: float = 60.0
+    # How often each worker's apiserver is probed, and the silence after which it counts as lost.
+    worker_liveness: LivenessSettings = dataclasses.field(default_factory=LivenessSettings)
     kubeconfig_path_prefix: str = api.KUBECONFIG_PATH_PREFIX
     # How often kubeconfig files (locationType: Path) are checked for changes.
     path_poll_interval: float = 1.0

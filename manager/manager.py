@@ -355,6 +355,8 @@ class Manager:
             qps=self.config.qps,
             burst=self.config.burst,
             inactivity_timeout=self.options.watch_inactivity_timeout,
+            liveness=self.options.worker_liveness,
+            on_reachable=self.cluster_ctl.enqueue,
             transforms=transforms,
             unfiltered=remote_watches(self.quota),
         )

@@ -24,6 +24,7 @@ from kube_runtime.client import KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, object_key
+from kube_runtime.labels import selector_matches
 from kube_runtime.ratelimit import HIGH, LOW
 from kueue_domain import workload as wlstatus
 from kueue_domain.config import Configuration
@@ -40,7 +41,7 @@ from worker_agent.engine import (
     WorkloadInfo,
     requeue_scope,
 )
-from worker_agent.engine.scheduler import Admit, CycleResult, Preempt, Requeue, selector_matches
+from worker_agent.engine.scheduler import Admit, CycleResult, Preempt, Requeue
 from worker_agent.engine.snapshot import holds_quota
 
 log = structlog.get_logger("worker_agent.admission")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_runtime import api
+from kube_runtime.labels import selector_matches
 from kueue_domain.resources import FlavorResource
 
 from . import gang as gangs
@@ -125,31 +126,6 @@ class _Entry:
     requeue_reason: str = api.REQUEUE_FAILED_AFTER_NOMINATION
     admitted: bool = False
     gang: gangs.Gang | None = None  # a MultiKueue group admitted as one (engine/gang.py)
-
-
-# ------------------------------------------------------------------------------------------------
-# Label selectors (namespaceSelector)
-
-
-def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics; a nil selector matches nothing, `{}` matches everything."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or ():
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or ()
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
 
 
 # ------------------------------------------------------------------------------------------------

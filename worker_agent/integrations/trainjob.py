@@ -46,9 +46,9 @@ from kube_runtime import api
 from kube_runtime.client import Conflict, Forbidden, Invalid, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
+from kube_runtime.labels import selector_matches
 from kueue_domain import naming
 from kueue_domain import workload as wlstatus
-from worker_agent.engine.scheduler import selector_matches
 from worker_agent.integrations import framework
 from worker_agent.integrations.jobset import pods_count, pods_count_per_replica, replicas
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kube_runtime import api, features
+from kube_runtime.labels import selector_matches
 from kueue_domain import fields
 from kueue_domain.config import Configuration
 from kueue_domain.fields import ANNOTATIONS, LABELS, FieldError
 from kueue_domain.naming import prebuilt_workload_name
-from worker_agent.engine.scheduler import selector_matches
 
 Obj = dict[str, Any]
 

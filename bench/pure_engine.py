@@ -4,7 +4,7 @@
 sizes queued up front; admitted workloads run for a few cycles, then finish and free their quota
 (which flushes the cohort's inadmissible workloads, batched per cycle like Kueue's 1 s batch).
 
-    python -m worker_agent.engine.bench [--workloads 15000] [--seed 1]
+    python -m bench.pure_engine [--workloads 15000] [--seed 1]
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import random
 import time
 from collections import defaultdict
 
-from .ordering import QueueManager
-from .scheduler import Scheduler, SchedulerConfig
-from .snapshot import Snapshot, WorkloadInfo
+from worker_agent.engine.ordering import QueueManager
+from worker_agent.engine.scheduler import Scheduler, SchedulerConfig
+from worker_agent.engine.snapshot import Snapshot, WorkloadInfo
 
 SIZES = (("small", "1"), ("medium", "5"), ("large", "10"))
 

@@ -2,7 +2,7 @@
 with fixed latencies on a virtual clock (tests/unit/engine/engine_replay.py), and count evictions.
 
 No cluster: the same Scheduler, Snapshot and QueueManager the worker_agent runs, driven as
-worker_agent/admission.py drives them. Where a live run evicts and this replay does not, the
+worker_agent/admission/ drives them. Where a live run evicts and this replay does not, the
 evictions come from the live system's timing (cache lag, write latency, rate limits), not from the
 engine's decisions on a consistent snapshot.
 

@@ -23,7 +23,7 @@ from admission_kit import (
 
 from kube_runtime import api
 from kube_runtime.client import KubeClient
-from worker_agent import admission
+from worker_agent.admission import writes as admission
 from worker_agent.controllers import workload as workload_controller
 
 pytestmark = pytest.mark.realcluster

@@ -1,4 +1,4 @@
-"""worker_agent/admission.py without an apiserver: the status writes when it cannot be reached
+"""worker_agent/admission/ without an apiserver: the status writes when it cannot be reached
 (the scheduling loop waits for its pending-condition writes, so a connection error must come back
 as a failed write, retried in the background, not as an exception that stops the loop), the
 scheduling loop's pace (a cycle's evictions are written before the next cycle, as Kueue's are), and
@@ -145,7 +145,7 @@ async def test_the_next_cycle_starts_only_when_the_evictions_of_this_one_are_wri
 async def test_the_scheduling_loop_stops_when_cancelled_as_it_is_woken(state, monkeypatch):
     """A cancel that lands in the same loop turn as a wake-up stops the loop (Python 3.11's
     asyncio.wait_for returned the wake-up and dropped the cancel, so an agent's shutdown hung)."""
-    from worker_agent import admission
+    from worker_agent.admission import loop as admission
 
     monkeypatch.setattr(admission, "CYCLE_BACKOFF_INITIAL", 30.0)  # a cycle without progress waits 30 s
     cycles = 0

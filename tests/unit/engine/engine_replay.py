@@ -1,6 +1,6 @@
 """A discrete-event replay of a differential scenario (docs/differential.md) on the pure engine.
 
-It drives the engine as `worker_agent/admission.py` does, on a virtual clock: Workloads are
+It drives the engine as `worker_agent/admission/` does, on a virtual clock: Workloads are
 queued at their creation time; a cycle follows immediately after progress and backs off to 10 ms
 otherwise; an admission is written `write_s` after its cycle; the runner marks an admitted Workload
 Finished after its `runs-for`, and clears an evicted one's reservation `clear_s` after the eviction

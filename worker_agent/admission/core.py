@@ -1,0 +1,68 @@
+"""What every part of the admission state shares: the clients, the clock, the cache (snapshot),
+the queue manager, the scheduler over them, and the background tasks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kube_runtime import api, features
+from kube_runtime.client import KubeClient
+from kube_runtime.clock import Clock
+from kube_runtime.events import EventRecorder
+from kueue_domain.config import Configuration
+from worker_agent.engine import QueueManager, Scheduler, SchedulerConfig, Snapshot
+
+Obj = dict[str, Any]
+
+
+class AdmissionCore:
+    """The shared state the other parts of `AdmissionState` read and write."""
+
+    def _init_core(
+        self,
+        kube: KubeClient,
+        config: Configuration,
+        clock: Clock | None,
+        metrics: Any,
+        recorder: EventRecorder | None,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.clock = clock or Clock()
+        self.metrics = metrics
+        self.recorder = recorder
+        self.requeuing_timestamp = (
+            config.wait_for_pods_ready.requeuing.timestamp
+            if config.wait_for_pods_ready
+            else api.REQUEUING_TIMESTAMP_EVICTION
+        )
+        self.snapshot = Snapshot()
+        self.queues = QueueManager()
+        self.scheduler_config = SchedulerConfig(
+            fair_sharing=config.fair_sharing is not None,
+            fair_sharing_strategies=(
+                config.fair_sharing.preemption_strategies
+                if config.fair_sharing
+                else SchedulerConfig().fair_sharing_strategies
+            ),
+            block_admission=bool(config.wait_for_pods_ready and config.wait_for_pods_ready.block_admission),
+            partial_admission=config.features.enabled(features.PARTIAL_ADMISSION),
+        )
+        self.scheduler = Scheduler(self.snapshot, self.queues, self.scheduler_config)
+        # Workloads the scheduler assumed whose admission write is not yet observed.
+        self.assumed: set[str] = set()
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        # Admitted workloads whose PodsReady is not True (waitForPodsReady.blockAdmission).
+        self.not_ready: set[str] = set()
+        # With blockAdmission: workloads admitted by the scheduler whose admission is not yet seen
+        # in the cache; they block the next cycle as not-ready workloads do.
+        self._admitting: set[str] = set()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task

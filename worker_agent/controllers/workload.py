@@ -23,6 +23,12 @@ from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kueue_domain import workload as wlstatus
 from worker_agent.admission import AdmissionState
+from worker_agent.controllers.workload_timers import (
+    admitted_deadlines,
+    finish_requeue_backoff,
+    max_exec_remaining,
+    pods_ready_remaining,
+)
 
 log = structlog.get_logger("worker_agent.workload")
 
@@ -93,7 +99,10 @@ class WorkloadController:
         if target and target.get("status") == "True":
             await self.kube.patch_merge(api.WORKLOAD, name, {"spec": {"active": False}}, namespace=namespace)
             return None
+        return await self._reconcile_active(key, wl, now)
 
+    async def _reconcile_active(self, key: str, wl: Obj, now: dt.datetime) -> Result | None:
+        """An active Workload: its admission checks, then as one holding quota or as a pending one."""
         changed = False
         requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
         if (
@@ -120,29 +129,53 @@ class WorkloadController:
             return result if result is not True else None
 
         if wlstatus.has_quota_reservation(wl):
-            changed |= checks_synced
-            was_admitted = wlstatus.is_admitted(wl)
-            if wlstatus.sync_admitted_condition(wl, now):
-                changed = True
-                if not was_admitted and wlstatus.is_admitted(wl):
-                    self.state.note_own_admission(key)  # its watch event may come before the answer
-                    try:
-                        await self._write(wl)
-                    except BaseException:
-                        self.state.drop_own_admission(key)
-                        raise
-                    await self.state.announce_admitted(wl, cq_name or "", now)
-                    return None
-            stop = await self._reconcile_queue_state(wl, lq, cq, cq_name, now)
-            if stop is not None:
-                return stop
-            if changed:
-                await self._write(wl)
-                return None
-            return await self._enforce_deadlines(wl, now)
+            return await self._reconcile_reserved(key, wl, lq, cq, cq_name, changed | checks_synced, now)
+        return await self._reconcile_pending(key, wl, lq, cq, cq_name, changed, checks_synced, now)
 
-        # --- pending
-        requeue_after = self._reconcile_backoff(wl, now)
+    async def _reconcile_reserved(
+        self,
+        key: str,
+        wl: Obj,
+        lq: Obj | None,
+        cq: Obj | None,
+        cq_name: str | None,
+        changed: bool,
+        now: dt.datetime,
+    ) -> Result | None:
+        """A Workload holding quota: its Admitted condition, stop policies, missing queues, deadlines."""
+        was_admitted = wlstatus.is_admitted(wl)
+        if wlstatus.sync_admitted_condition(wl, now):
+            changed = True
+            if not was_admitted and wlstatus.is_admitted(wl):
+                self.state.note_own_admission(key)  # its watch event may come before the answer
+                try:
+                    await self._write(wl)
+                except BaseException:
+                    self.state.drop_own_admission(key)
+                    raise
+                await self.state.announce_admitted(wl, cq_name or "", now)
+                return None
+        stop = await self._reconcile_queue_state(wl, lq, cq, cq_name, now)
+        if stop is not None:
+            return stop
+        if changed:
+            await self._write(wl)
+            return None
+        return await self._enforce_deadlines(wl, now)
+
+    async def _reconcile_pending(
+        self,
+        key: str,
+        wl: Obj,
+        lq: Obj | None,
+        cq: Obj | None,
+        cq_name: str | None,
+        changed: bool,
+        checks_synced: bool,
+        now: dt.datetime,
+    ) -> Result | None:
+        """A pending Workload: requeue backoff, restarted or missing queues, its pending condition."""
+        requeue_after = finish_requeue_backoff(wl, now)
         if requeue_after == 0.0:
             changed = True
             requeue_after = None
@@ -306,69 +339,6 @@ class WorkloadController:
         await self._write(wl)
         return Result()
 
-    def _admitted_deadlines(self, wl: Obj, now: dt.datetime) -> Result | None:
-        """Schedule the PodsReady timeout and maximum execution time checks."""
-        waits = [w for w in (self._pods_ready_remaining(wl, now), self._max_exec_remaining(wl, now)) if w]
-        if not waits:
-            return None
-        remaining = min(waits)
-        if remaining <= 0:
-            return Result(requeue_after=0.001)
-        return Result(requeue_after=remaining)
-
-    def _pods_ready_remaining(self, wl: Obj, now: dt.datetime) -> float | None:
-        wfpr = self.config.wait_for_pods_ready
-        if wfpr is None or not wlstatus.is_admitted(wl) or wlstatus.is_evicted(wl):
-            return None
-        pods_ready = wlstatus.condition(wl, api.WORKLOAD_PODS_READY)
-        if pods_ready and pods_ready.get("status") == "True":
-            return None
-        if pods_ready and pods_ready.get("reason") == api.REASON_WAIT_FOR_RECOVERY:
-            if wfpr.recovery_timeout_seconds is None:
-                return None
-            return wfpr.recovery_timeout_seconds - wlstatus.seconds_since(
-                pods_ready.get("lastTransitionTime"), now
-            )
-        admitted = wlstatus.condition(wl, api.WORKLOAD_ADMITTED) or {}
-        return wfpr.timeout_seconds - wlstatus.seconds_since(admitted.get("lastTransitionTime"), now)
-
-    def _max_exec_remaining(self, wl: Obj, now: dt.datetime) -> float | None:
-        limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
-        if not limit or not wlstatus.is_admitted(wl):
-            return None
-        admitted = wlstatus.condition(wl, api.WORKLOAD_ADMITTED) or {}
-        past = int((wl.get("status") or {}).get("accumulatedPastExexcutionTimeSeconds") or 0)
-        return int(limit) - past - wlstatus.seconds_since(admitted.get("lastTransitionTime"), now)
-
-    def _reconcile_backoff(self, wl: Obj, now: dt.datetime) -> float | None:
-        """Pending after a timed-out or retried admission: Requeued=True once requeueAt passes."""
-        status = wl.get("status") or {}
-        state = status.get("requeueState") or {}
-        requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
-        waiting = (
-            requeued is not None
-            and requeued.get("status") == "False"
-            and requeued.get("reason")
-            in (
-                api.REASON_PODS_READY_TIMEOUT,
-                api.REASON_ADMISSION_CHECK,
-            )
-        )
-        at = state.get("requeueAt")
-        if at:
-            remaining = (parse_time(at) - now).total_seconds()
-            if remaining > 0:
-                return remaining
-        if not waiting and not at:
-            return None
-        if not waiting:
-            return None
-        if at:
-            state = wl["status"]["requeueState"]
-            state.pop("requeueAt", None)
-        wlstatus.set_requeued(wl, True, api.REASON_BACKOFF_FINISHED, api.MSG_BACKOFF_FINISHED, now)
-        return 0.0
-
     def _restarted_queues(self, wl: Obj, lq: Obj | None, cq: Obj | None, now: dt.datetime) -> bool:
         requeued = wlstatus.condition(wl, api.WORKLOAD_REQUEUED)
         if requeued is None or requeued.get("status") != "False":
@@ -418,7 +388,7 @@ class WorkloadController:
 
     async def _enforce_deadlines(self, wl: Obj, now: dt.datetime) -> Result | None:
         """PodsReady timeout (evict with backoff, or deactivate past the limit) and max execution time."""
-        remaining = self._pods_ready_remaining(wl, now)
+        remaining = pods_ready_remaining(self.config.wait_for_pods_ready, wl, now)
         if remaining is not None and remaining <= 0:
             wfpr = self.config.wait_for_pods_ready
             assert wfpr is not None
@@ -450,7 +420,7 @@ class WorkloadController:
                     self.state.cluster_queue_for(wl) or "", api.REASON_PODS_READY_TIMEOUT, cause
                 )
             return None
-        remaining_exec = self._max_exec_remaining(wl, now)
+        remaining_exec = max_exec_remaining(wl, now)
         if remaining_exec is not None and remaining_exec <= 0:
             if not wlstatus.is_true(wl, api.WORKLOAD_DEACTIVATION_TARGET):
                 wlstatus.set_deactivation_target(
@@ -469,4 +439,4 @@ class WorkloadController:
                     api.maximum_execution_time_exceeded_event_message(limit),
                 )
             return None
-        return self._admitted_deadlines(wl, now)
+        return admitted_deadlines(self.config.wait_for_pods_ready, wl, now)

@@ -341,30 +341,8 @@ class Preemptor:
         self, wl: WorkloadInfo, cq: ClusterQueue, requests: Mapping[FlavorResource, int]
     ) -> list[Target]:
         frs = set(requests)
-        by_cq: dict[str, deque[WorkloadInfo]] = {}
-        key = candidate_order_key(cq.name)
-        if cq.preemption.within_cluster_queue != api.PREEMPTION_NEVER:
-            own = [
-                c
-                for c in cq.workloads.values()
-                if c.key != wl.key
-                and uses_resources(c, frs)
-                and policy_allows(cq.preemption.within_cluster_queue, wl, c)
-            ]
-            if own:
-                by_cq[cq.name] = deque(sorted(own, key=key))
         root = cq.root()
-        if cq.preemption.reclaim_within_cohort != api.PREEMPTION_NEVER and isinstance(root, Cohort):
-            for other in root.cluster_queues():
-                if other is cq or not any(other.is_borrowing(fr) for fr in frs):
-                    continue
-                found = [
-                    c
-                    for c in other.workloads.values()
-                    if uses_resources(c, frs) and policy_allows(cq.preemption.reclaim_within_cohort, wl, c)
-                ]
-                if found:
-                    by_cq[other.name] = deque(sorted(found, key=key))
+        by_cq = self._fair_candidates(wl, cq, root, frs)
         if not by_cq:
             return []
 
@@ -437,6 +415,36 @@ class Preemptor:
         finally:
             cq.remove_usage(requests)
             sim.restore()
+
+    def _fair_candidates(
+        self, wl: WorkloadInfo, cq: ClusterQueue, root: QuotaNode, frs: set[FlavorResource]
+    ) -> dict[str, deque[WorkloadInfo]]:
+        """The candidates per ClusterQueue, each in candidate order: the preemptor's own, then those
+        of the cohort's borrowing ClusterQueues."""
+        by_cq: dict[str, deque[WorkloadInfo]] = {}
+        key = candidate_order_key(cq.name)
+        if cq.preemption.within_cluster_queue != api.PREEMPTION_NEVER:
+            own = [
+                c
+                for c in cq.workloads.values()
+                if c.key != wl.key
+                and uses_resources(c, frs)
+                and policy_allows(cq.preemption.within_cluster_queue, wl, c)
+            ]
+            if own:
+                by_cq[cq.name] = deque(sorted(own, key=key))
+        if cq.preemption.reclaim_within_cohort != api.PREEMPTION_NEVER and isinstance(root, Cohort):
+            for other in root.cluster_queues():
+                if other is cq or not any(other.is_borrowing(fr) for fr in frs):
+                    continue
+                found = [
+                    c
+                    for c in other.workloads.values()
+                    if uses_resources(c, frs) and policy_allows(cq.preemption.reclaim_within_cohort, wl, c)
+                ]
+                if found:
+                    by_cq[other.name] = deque(sorted(found, key=key))
+        return by_cq
 
     def _next_target_cq(
         self, cq: ClusterQueue, root: QuotaNode, by_cq: Mapping[str, deque], frs

@@ -426,31 +426,7 @@ class Scheduler:
         for t in entry.targets:
             cycle_victims.add(t.workload)
         if mode == Mode.PREEMPT:
-            # The preemptor waits for its victims on this flavor: its next cycles must not resume the
-            # scan after it (Kueue clears LastAssignment once preemptions are issued).
-            wl.last_assignment = None
-            issued = 0
-            for t in entry.targets:
-                victim = t.workload
-                issued += 1
-                if victim.evicted or victim.key in self.preemptions_in_flight:
-                    continue  # already in progress
-                self.preemptions_in_flight.add(victim.key)
-                victim_cq = self.snapshot.cluster_queues.get(victim.cluster_queue)
-                message = api.preempted_message(
-                    wl.uid,
-                    wl.job_uid,
-                    t.reason,
-                    cq.path_from_root(),
-                    victim_cq.path_from_root() if victim_cq else f"/{victim.cluster_queue}",
-                )
-                result.decisions.append(Preempt(victim.key, t.reason, message, wl.key))
-            usage = dict(assignment.usage)
-            cq.add_usage(usage)
-            cycle_local.append((cq, usage))
-            entry.requeue_reason = api.REQUEUE_PENDING_PREEMPTION
-            entry.reason = api.REASON_WAITING_FOR_PREEMPTED_WORKLOADS
-            entry.message = entry.message + api.pending_preemption_suffix(issued)
+            self._issue_preemptions(entry, cycle_local, result)
             return
 
         if self.config.block_admission and any(isinstance(d, Admit) for d in result.decisions):
@@ -466,6 +442,41 @@ class Scheduler:
                 self._assume(member, gangs.own_admission(admission, member), result)
             return
         self._assume(wl, admission, result)
+
+    def _issue_preemptions(
+        self,
+        entry: _Entry,
+        cycle_local: list[tuple[ClusterQueue, dict[FlavorResource, int]]],
+        result: CycleResult,
+    ) -> None:
+        """The preemptor's evictions of its victims not yet being evicted; its usage is held meanwhile."""
+        wl, cq, assignment = entry.wl, entry.cq, entry.assignment
+        assert cq is not None and assignment is not None
+        # The preemptor waits for its victims on this flavor: its next cycles must not resume the
+        # scan after it (Kueue clears LastAssignment once preemptions are issued).
+        wl.last_assignment = None
+        issued = 0
+        for t in entry.targets:
+            victim = t.workload
+            issued += 1
+            if victim.evicted or victim.key in self.preemptions_in_flight:
+                continue  # already in progress
+            self.preemptions_in_flight.add(victim.key)
+            victim_cq = self.snapshot.cluster_queues.get(victim.cluster_queue)
+            message = api.preempted_message(
+                wl.uid,
+                wl.job_uid,
+                t.reason,
+                cq.path_from_root(),
+                victim_cq.path_from_root() if victim_cq else f"/{victim.cluster_queue}",
+            )
+            result.decisions.append(Preempt(victim.key, t.reason, message, wl.key))
+        usage = dict(assignment.usage)
+        cq.add_usage(usage)
+        cycle_local.append((cq, usage))
+        entry.requeue_reason = api.REQUEUE_PENDING_PREEMPTION
+        entry.reason = api.REASON_WAITING_FOR_PREEMPTED_WORKLOADS
+        entry.message = entry.message + api.pending_preemption_suffix(issued)
 
     def _assume(self, wl: WorkloadInfo, admission: Admission, result: CycleResult) -> None:
         wl.set_admission(admission)

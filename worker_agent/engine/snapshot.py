@@ -627,19 +627,9 @@ class WorkloadInfo:
         elif pending_podsets is not None:
             podsets = pending_podsets
         else:
-            overheads = runtime_class_overheads or {}
-            podsets = []
-            for name, ps in spec_podsets.items():
-                rc = ((ps.get("template") or {}).get("spec") or {}).get("runtimeClassName")
-                podsets.append(
-                    podset_requests(
-                        ps,
-                        reclaimable=reclaimable.get(name, 0),
-                        limit_ranges=limit_ranges,
-                        runtime_class_overhead=overheads.get(rc) if rc else None,
-                        config=config,
-                    )
-                )
+            podsets = _pending_podset_requests(
+                spec_podsets, reclaimable, config, limit_ranges, runtime_class_overheads
+            )
         reserved = _condition(obj, api.WORKLOAD_QUOTA_RESERVED)
         evicted = _condition(obj, api.WORKLOAD_EVICTED)
         requeued = _condition(obj, api.WORKLOAD_REQUEUED)
@@ -672,6 +662,30 @@ class WorkloadInfo:
         if admission is not None:
             info.set_admission(admission)
         return info
+
+
+def _pending_podset_requests(
+    spec_podsets: Mapping[str, Mapping[str, Any]],
+    reclaimable: Mapping[str, int],
+    config: RequestConfig | None,
+    limit_ranges: LimitRangeDefaults | None,
+    runtime_class_overheads: Mapping[str, Mapping[str, Any]] | None,
+) -> list[PodSetRequests]:
+    """A pending workload's requests per PodSet, after LimitRange defaults and RuntimeClass overhead."""
+    overheads = runtime_class_overheads or {}
+    podsets = []
+    for name, ps in spec_podsets.items():
+        rc = ((ps.get("template") or {}).get("spec") or {}).get("runtimeClassName")
+        podsets.append(
+            podset_requests(
+                ps,
+                reclaimable=reclaimable.get(name, 0),
+                limit_ranges=limit_ranges,
+                runtime_class_overhead=overheads.get(rc) if rc else None,
+                config=config,
+            )
+        )
+    return podsets
 
 
 def holds_quota(obj: Mapping[str, Any]) -> bool:

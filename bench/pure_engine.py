@@ -16,7 +16,8 @@ from collections import defaultdict
 
 from worker_agent.engine.ordering import QueueManager
 from worker_agent.engine.scheduler import Scheduler, SchedulerConfig
-from worker_agent.engine.snapshot import Snapshot, WorkloadInfo
+from worker_agent.engine.snapshot import Snapshot
+from worker_agent.engine.workloads import WorkloadInfo
 
 SIZES = (("small", "1"), ("medium", "5"), ("large", "10"))
 

@@ -44,7 +44,7 @@ from kube_runtime.delegated_auth import (
     unauthorized_status,
 )
 from kube_runtime.tlsserver import RetryingTLSServer
-from worker_agent.engine.snapshot import WorkloadInfo
+from worker_agent.engine.workloads import WorkloadInfo
 
 log = structlog.get_logger("worker_agent.visibility")
 

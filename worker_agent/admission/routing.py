@@ -17,7 +17,7 @@ from worker_agent.admission.informers import (
     on_spec_change,
 )
 from worker_agent.admission.lookups import WorkloadLookups
-from worker_agent.engine.snapshot import holds_quota
+from worker_agent.engine.workloads import holds_quota
 
 
 class EventRouting(WorkloadLookups):

@@ -13,7 +13,7 @@ from kube_runtime.ratelimit import HIGH
 from kueue_domain import workload as wlstatus
 from worker_agent.admission.lookups import WorkloadLookups
 from worker_agent.engine.scheduler import Admit, Preempt
-from worker_agent.engine.snapshot import holds_quota
+from worker_agent.engine.workloads import holds_quota
 
 log = structlog.get_logger("worker_agent.admission")
 

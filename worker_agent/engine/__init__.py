@@ -21,17 +21,15 @@ from .requests import (
 )
 from .scheduler import Admit, CycleResult, Preempt, Requeue, Scheduler, SchedulerConfig, run_until_idle
 from .snapshot import (
-    Admission,
     ClusterQueue,
     Cohort,
-    PodSetAssignment,
     ResourceFlavor,
     Snapshot,
-    WorkloadInfo,
     available,
     borrowing_level,
     potential_available,
 )
+from .workloads import Admission, PodSetAssignment, WorkloadInfo
 
 __all__ = [
     "REQUEUE_BATCH_SECONDS",

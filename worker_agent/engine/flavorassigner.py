@@ -17,17 +17,8 @@ from kueue_domain import resources as res
 from kueue_domain.resources import FlavorResource
 
 from .requests import PodSetRequests
-from .snapshot import (
-    Admission,
-    ClusterQueue,
-    LastAssignment,
-    PodSetAssignment,
-    ResourceFlavor,
-    ResourceQuota,
-    Toleration,
-    WorkloadInfo,
-    borrowing_level,
-)
+from .snapshot import ClusterQueue, ResourceFlavor, ResourceQuota, Toleration, borrowing_level
+from .workloads import Admission, LastAssignment, PodSetAssignment, WorkloadInfo
 
 
 class Mode(IntEnum):

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from kube_runtime import api
 
 from .ordering import QueueManager
-from .snapshot import Admission, PodSetAssignment, Snapshot, WorkloadInfo, podset_shape
+from .snapshot import Snapshot
+from .workloads import Admission, PodSetAssignment, WorkloadInfo, podset_shape
 
 
 @dataclass

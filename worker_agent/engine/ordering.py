@@ -13,7 +13,8 @@ from collections.abc import Iterable
 
 from kube_runtime import api
 
-from .snapshot import Snapshot, WorkloadInfo
+from .snapshot import Snapshot
+from .workloads import WorkloadInfo
 
 # Kueue's inadmissible requeuer (pkg/cache/queue/inadmissible_workloads.go, requeueBatchPeriod):
 # a flush request is delivered this long after the first request of its scope.

@@ -20,12 +20,12 @@ from .snapshot import (
     Cohort,
     QuotaNode,
     Snapshot,
-    WorkloadInfo,
     available,
     borrowing_level,
     is_within_nominal,
     quantities_fit_in_quota,
 )
+from .workloads import WorkloadInfo
 
 # Candidate variants (classic).
 WITHIN_CQ = "WithinCQ"

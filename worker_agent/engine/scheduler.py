@@ -22,7 +22,8 @@ from .fairsharing import dominant_resource_share
 from .flavorassigner import Assignment, Mode, assign_flavors
 from .ordering import QueueManager
 from .preemption import Preemptor, Target
-from .snapshot import Admission, ClusterQueue, Cohort, QuotaNode, Snapshot, WorkloadInfo, available
+from .snapshot import ClusterQueue, Cohort, QuotaNode, Snapshot, available
+from .workloads import Admission, WorkloadInfo
 
 # ------------------------------------------------------------------------------------------------
 # Decisions

@@ -4,7 +4,7 @@ from engine_builders import admitted, cluster_queue, snapshot, workload_obj
 
 from kube_runtime import api
 from worker_agent.engine import QueueManager, Scheduler
-from worker_agent.engine.snapshot import WorkloadInfo
+from worker_agent.engine.workloads import WorkloadInfo
 
 
 def group_copy(name: str, cq: str, *, primary: str = "", members: tuple[str, ...] = (), **kwargs):

@@ -2,7 +2,7 @@ from engine_builders import workload
 
 from kube_runtime import api
 from worker_agent.engine import ClusterQueuePending, QueueManager, WorkloadInfo
-from worker_agent.engine.snapshot import queue_order_time
+from worker_agent.engine.workloads import queue_order_time
 
 
 def test_priority_then_timestamp_then_uid():

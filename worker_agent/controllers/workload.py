@@ -10,7 +10,7 @@ as `Result(requeue_after=...)`.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -46,6 +46,14 @@ BYPASS_CHECKED_REASONS = frozenset(
 # reservation; the workload controller writes them on their own once the Workload is this old and
 # still waits (upstream's writes them at once, often a moment before the reservation that repeats them).
 CHECKS_LIST_GRACE_SECONDS = 2.0
+
+
+class _Queues(NamedTuple):
+    """A Workload's LocalQueue and ClusterQueue objects (None when missing) and its ClusterQueue's name."""
+
+    lq: Obj | None
+    cq: Obj | None
+    cq_name: str | None
 
 
 class WorkloadController:
@@ -128,21 +136,16 @@ class WorkloadController:
         if result is not None:
             return result if result is not True else None
 
+        queues = _Queues(lq, cq, cq_name)
         if wlstatus.has_quota_reservation(wl):
-            return await self._reconcile_reserved(key, wl, lq, cq, cq_name, changed | checks_synced, now)
-        return await self._reconcile_pending(key, wl, lq, cq, cq_name, changed, checks_synced, now)
+            return await self._reconcile_reserved(key, wl, queues, changed | checks_synced, now)
+        return await self._reconcile_pending(key, wl, queues, changed, checks_synced, now)
 
     async def _reconcile_reserved(
-        self,
-        key: str,
-        wl: Obj,
-        lq: Obj | None,
-        cq: Obj | None,
-        cq_name: str | None,
-        changed: bool,
-        now: dt.datetime,
+        self, key: str, wl: Obj, queues: _Queues, changed: bool, now: dt.datetime
     ) -> Result | None:
         """A Workload holding quota: its Admitted condition, stop policies, missing queues, deadlines."""
+        lq, cq, cq_name = queues
         was_admitted = wlstatus.is_admitted(wl)
         if wlstatus.sync_admitted_condition(wl, now):
             changed = True
@@ -164,17 +167,10 @@ class WorkloadController:
         return await self._enforce_deadlines(wl, now)
 
     async def _reconcile_pending(
-        self,
-        key: str,
-        wl: Obj,
-        lq: Obj | None,
-        cq: Obj | None,
-        cq_name: str | None,
-        changed: bool,
-        checks_synced: bool,
-        now: dt.datetime,
+        self, key: str, wl: Obj, queues: _Queues, changed: bool, checks_synced: bool, now: dt.datetime
     ) -> Result | None:
         """A pending Workload: requeue backoff, restarted or missing queues, its pending condition."""
+        lq, cq, cq_name = queues
         requeue_after = finish_requeue_backoff(wl, now)
         if requeue_after == 0.0:
             changed = True

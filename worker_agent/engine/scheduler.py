@@ -427,7 +427,10 @@ class Scheduler:
         for t in entry.targets:
             cycle_victims.add(t.workload)
         if mode == Mode.PREEMPT:
-            self._issue_preemptions(entry, cycle_local, result)
+            self._issue_preemptions(entry, result)
+            usage = dict(assignment.usage)
+            cq.add_usage(usage)
+            cycle_local.append((cq, usage))
             return
 
         if self.config.block_admission and any(isinstance(d, Admit) for d in result.decisions):
@@ -444,15 +447,10 @@ class Scheduler:
             return
         self._assume(wl, admission, result)
 
-    def _issue_preemptions(
-        self,
-        entry: _Entry,
-        cycle_local: list[tuple[ClusterQueue, dict[FlavorResource, int]]],
-        result: CycleResult,
-    ) -> None:
-        """The preemptor's evictions of its victims not yet being evicted; its usage is held meanwhile."""
-        wl, cq, assignment = entry.wl, entry.cq, entry.assignment
-        assert cq is not None and assignment is not None
+    def _issue_preemptions(self, entry: _Entry, result: CycleResult) -> None:
+        """The preemptor's evictions of its victims not yet being evicted (the caller holds its usage)."""
+        wl, cq = entry.wl, entry.cq
+        assert cq is not None
         # The preemptor waits for its victims on this flavor: its next cycles must not resume the
         # scan after it (Kueue clears LastAssignment once preemptions are issued).
         wl.last_assignment = None
@@ -472,9 +470,6 @@ class Scheduler:
                 victim_cq.path_from_root() if victim_cq else f"/{victim.cluster_queue}",
             )
             result.decisions.append(Preempt(victim.key, t.reason, message, wl.key))
-        usage = dict(assignment.usage)
-        cq.add_usage(usage)
-        cycle_local.append((cq, usage))
         entry.requeue_reason = api.REQUEUE_PENDING_PREEMPTION
         entry.reason = api.REASON_WAITING_FOR_PREEMPTED_WORKLOADS
         entry.message = entry.message + api.pending_preemption_suffix(issued)

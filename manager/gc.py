@@ -15,10 +15,9 @@ from kube_runtime import api
 from kube_runtime.client import NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer, object_key
-from manager.adapters.base import Adapter, delete_if_owned, owned_by
+from manager.adapters.base import Adapter, delete_if_owned, owned_by, owner_gvk
 from manager.clusters import Remotes
 from manager.remote import RemoteClient
-from manager.workload import owner_gvk
 
 log = structlog.get_logger("manager.gc")
 

@@ -23,6 +23,7 @@ from kube_runtime.events import EVENT_TYPES, EventRecorder
 from kube_runtime.httpserver import HealthServer, MetricsServing, start_servers
 from kube_runtime.informer import Informer, compact, object_key
 from kube_runtime.leaderelection import LeaderElector
+from kube_runtime.ownwrites import OwnWrites
 from kueue_domain import workload as wlutil
 from kueue_domain.bootstrap import leader_elector
 from kueue_domain.config import Configuration
@@ -38,7 +39,11 @@ from manager.adapters.trainjob import TrainJobAdapter
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import ClusterController, Remotes
 from manager.config import ManagerOptions, feature_enabled
+from manager.copies import DispatchError, remote_workload_cache_transform
 from manager.dispatch import ALL_AT_ONCE, INCREMENTAL, LEAST_LOADED, is_external
+from manager.dispatch.all_at_once import AllAtOnceDispatcher
+from manager.dispatch.base import Dispatcher
+from manager.dispatch.external import ExternalDispatcher
 from manager.dispatch.incremental import IncrementalDispatcher, NoMoreWorkers
 from manager.dispatch.least_loaded import LeastLoadedChoice
 from manager.gc import GarbageCollector
@@ -51,7 +56,8 @@ from manager.quota_automation import (
     remote_watches,
 )
 from manager.remote import RemoteClient, workload_keys
-from manager.workload import DispatchError, WorkloadReconciler, remote_workload_cache_transform
+from manager.workload import WorkloadReconciler
+from manager.workload_status import WorkloadStatus
 
 log = structlog.get_logger("manager")
 
@@ -244,6 +250,13 @@ class Manager:
             access_providers=creds.parse_access_providers(mk.cluster_profile),
             on_connection_change=self._connection_changed,
         )
+        own_writes = OwnWrites(clock=self.clock.monotonic)
+        self.workload_status = WorkloadStatus(
+            kube, self.checks, self.clock, own_writes, external_nominations=is_external(mk.dispatcher_name)
+        )
+        self.incremental: IncrementalDispatcher | None = None
+        if mk.dispatcher_name == INCREMENTAL:
+            self.incremental = self._incremental_dispatcher()
         self.reconciler = WorkloadReconciler(
             kube,
             workloads=self.workloads,
@@ -256,14 +269,9 @@ class Manager:
             clock=self.clock,
             origin=self.origin,
             worker_lost_timeout=mk.worker_lost_timeout_seconds,
-            all_at_once=mk.dispatcher_name == ALL_AT_ONCE,
-            external_nominations=is_external(mk.dispatcher_name),
+            dispatcher=self._dispatcher(),
             enqueue=lambda key: self.workload_ctl.enqueue_after(key, self.options.remote_event_batch_seconds),
-            least_loaded=(
-                LeastLoadedChoice(self.remotes, self.clock, self.options.least_loaded_round_seconds)
-                if mk.dispatcher_name == LEAST_LOADED
-                else None
-            ),
+            status=self.workload_status,
         )
         self.gc = GarbageCollector(self.workloads, self.remotes, self.adapters, self.origin, self.clock)
         # Errors a reconcile reports and retries with backoff, logged without a traceback.
@@ -299,24 +307,6 @@ class Manager:
                 "multikueue_clusterqueue", self.quota.reconcile, clock=self.clock, expected_errors=expected
             )
             self.controllers.append(self.quota_ctl)
-        self.incremental: IncrementalDispatcher | None = None
-        if mk.dispatcher_name == INCREMENTAL:
-            step = (
-                mk.incremental_step_size
-                if feature_enabled(config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_CONFIG)
-                else 3
-            )
-            self.incremental = IncrementalDispatcher(
-                self.workloads,
-                self.ac_controller,
-                self.reconciler,
-                self.clock,
-                step_size=step,
-                round_timeout=self.options.incremental_round_seconds,
-                respect_config_order=feature_enabled(
-                    config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER
-                ),
-            )
         if self.incremental is not None:
             self.incremental_ctl = Controller(
                 "multikueue_incremental_dispatcher",
@@ -333,6 +323,36 @@ class Manager:
         self._deferred: list[Informer] = []  # informers waiting for their kind to be served
         self.leading = asyncio.Event()
         self.ready = asyncio.Event()
+
+    def _dispatcher(self) -> Dispatcher:
+        """The dispatcher the Configuration names (`multiKueue.dispatcherName`)."""
+        name = self.config.multikueue.dispatcher_name
+        if name == ALL_AT_ONCE:
+            return AllAtOnceDispatcher()
+        if name == LEAST_LOADED:
+            return LeastLoadedChoice(self.remotes, self.clock, self.options.least_loaded_round_seconds)
+        if self.incremental is not None:
+            return self.incremental
+        return ExternalDispatcher()
+
+    def _incremental_dispatcher(self) -> IncrementalDispatcher:
+        mk = self.config.multikueue
+        step = (
+            mk.incremental_step_size
+            if feature_enabled(self.config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_CONFIG)
+            else 3
+        )
+        return IncrementalDispatcher(
+            self.workloads,
+            self.ac_controller,
+            self.workload_status,
+            self.clock,
+            step_size=step,
+            round_timeout=self.options.incremental_round_seconds,
+            respect_config_order=feature_enabled(
+                self.config, features.MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER
+            ),
+        )
 
     # -- wiring ------------------------------------------------------------------------------
 

@@ -25,6 +25,14 @@ MIRROR_MIN_INTERVAL_SECONDS = 1.0
 FORGET_AFTER_SECONDS = 60.0
 
 
+def owner_gvk(ref: Obj) -> str:
+    """Go's GroupVersionKind.String() of an owner reference: `batch/v1, Kind=Job`, `/v1, Kind=Pod`
+    (the key adapters are found by)."""
+    api_version = ref.get("apiVersion") or ""
+    group_version = api_version if "/" in api_version else f"/{api_version}"
+    return f"{group_version}, Kind={ref.get('kind')}"
+
+
 def waited(since: dict[str, float], key: str, now: float) -> bool:
     """Whether what `key` waits for was first seen at least MIRROR_MIN_INTERVAL_SECONDS ago (the
     first call starts the wait; the caller drops the key once it wrote). `since` keeps insertion

@@ -1,8 +1,8 @@
-"""Dispatchers: which workers get a copy of a Workload. AllAtOnce (the default) lives in the
-workload reconciler (every connected worker); Incremental nominates a few workers per round;
-least-loaded (ours) nominates the one worker with room and the least load, and every worker
-when that is not enough (manager/dispatch/least_loaded.py); any other
-`dispatcherName` is external: nominations are written by another controller."""
+"""Dispatchers: which workers get a copy of a Workload, each behind the protocol of base.py that
+the workload reconciler calls. AllAtOnce (the default) sends a copy to every connected worker;
+Incremental nominates a few workers per round; least-loaded (ours) nominates the one worker with
+room and the least load, and every worker when that is not enough; any other `dispatcherName` is
+external: nominations are written by another controller."""
 
 from __future__ import annotations
 

@@ -12,19 +12,22 @@ from kube_runtime.controller import Result
 from kube_runtime.informer import Informer
 from kueue_domain import workload as wlutil
 from manager.admissioncheck import AdmissionCheckController
-from manager.workload import WorkloadReconciler
+from manager.dispatch.base import KeepNominations, Nominations
 
 
 class NoMoreWorkers(Exception):
     pass
 
 
-class IncrementalDispatcher:
+class IncrementalDispatcher(KeepNominations):
+    """Nominations come from this dispatcher's own controller (`reconcile`); the Workload's
+    reconcile keeps copies on the workers nominated so far (KeepNominations)."""
+
     def __init__(
         self,
         workloads: Informer,
         ac_controller: AdmissionCheckController,
-        reconciler: WorkloadReconciler,
+        nominations: Nominations,
         clock: Clock,
         step_size: int = api.DEFAULT_INCREMENTAL_STEP_SIZE,
         round_timeout: float = api.INCREMENTAL_ROUND_TIMEOUT,
@@ -33,7 +36,7 @@ class IncrementalDispatcher:
     ) -> None:
         self.workloads = workloads
         self.ac_controller = ac_controller
-        self.reconciler = reconciler
+        self.nominations = nominations
         self.clock = clock
         self.step_size = step_size
         self.round_timeout = round_timeout
@@ -46,7 +49,7 @@ class IncrementalDispatcher:
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             self.round_started.pop(key, None)
             return None
-        found = self.reconciler.multikueue_check(wl)
+        found = self.nominations.multikueue_check(wl)
         status = wl.get("status") or {}
         if found is None or found[1].get("state") != api.CHECK_STATE_PENDING or status.get("clusterName"):
             return None
@@ -65,7 +68,7 @@ class IncrementalDispatcher:
         fresh = self.next_workers(key, clusters, nominated)
         if not fresh:
             raise NoMoreWorkers("no more workers to nominate")
-        await self.reconciler.set_nominated(wl, nominated + fresh)
+        await self.nominations.set_nominated(wl, nominated + fresh)
         self.round_started[key] = self.clock.monotonic()
         if self.on_nominated is not None:
             self.on_nominated(key)

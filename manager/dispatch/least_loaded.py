@@ -40,6 +40,9 @@ def refused(copy: Obj | None) -> bool:
 
 
 class LeastLoadedChoice:
+    every_worker = False
+    external = False
+
     def __init__(
         self, remotes: Remotes, clock: Clock, round_timeout: float = api.LEAST_LOADED_ROUND_TIMEOUT
     ) -> None:

@@ -13,7 +13,7 @@ import types
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
 from kube_runtime.ownwrites import OwnWrites
-from manager.workload import WorkloadReconciler
+from manager.workload_status import WorkloadStatus
 from worker_agent.admission import AdmissionState
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
@@ -61,15 +61,15 @@ def workload(*checks: dict, admitted: bool = False) -> dict:
 
 def reconciler(kube: RecordingKube) -> types.SimpleNamespace:
     r = types.SimpleNamespace(kube=kube, clock=FakeClock(NOW), external_nominations=False)
-    r._set_state = lambda *a, **k: WorkloadReconciler._set_state(r, *a, **k)  # type: ignore[arg-type]
-    r._apply_status = lambda *a: WorkloadReconciler._apply_status(r, *a)  # type: ignore[arg-type]
+    r._set_state = lambda *a, **k: WorkloadStatus._set_state(r, *a, **k)  # type: ignore[arg-type]
+    r._apply_status = lambda *a: WorkloadStatus._apply_status(r, *a)  # type: ignore[arg-type]
     r._own_writes = OwnWrites()
     return r
 
 
 async def mark_ready(wl: dict) -> dict:
     kube = RecordingKube()
-    await WorkloadReconciler._mark_ready(  # type: ignore[arg-type]
+    await WorkloadStatus.mark_ready(  # type: ignore[arg-type]
         reconciler(kube), wl, check("sample-multikueue", "Pending"), "worker1", 'admitted on "worker1"', True
     )
     (body,) = kube.bodies

@@ -22,8 +22,8 @@ import pytest
 from kube_runtime import api
 from kube_runtime.client import NotFound
 from kube_runtime.clock import FakeClock
+from manager.copy_writes import RemoteCopies
 from manager.remote import CREATED_UNSEEN_SECONDS, RemoteClient
-from manager.workload import WorkloadReconciler
 
 NS, WL, JOB = "team-a", "job-sample-1a2b3", "sample"
 
@@ -91,13 +91,13 @@ class FakeAdapter:
 def reconciler(members: list[dict] | None = None) -> types.SimpleNamespace:
     groups = types.SimpleNamespace(members=lambda wl: members)
     r = types.SimpleNamespace(workloads={}, deleted={}, groups=groups)
-    r._delete_copy = WorkloadReconciler._delete_copy
-    r._group_stays = lambda *a: WorkloadReconciler._group_stays(r, *a)  # type: ignore[arg-type]
+    r._delete_copy = RemoteCopies._delete_copy
+    r._group_stays = lambda *a: RemoteCopies._group_stays(r, *a)  # type: ignore[arg-type]
     return r
 
 
 async def remove(r, client, adapter) -> None:
-    await WorkloadReconciler.remove_remote_objects(r, client, adapter, NS, JOB, WL)  # type: ignore[arg-type]
+    await RemoteCopies.remove_remote_objects(r, client, adapter, NS, JOB, WL)  # type: ignore[arg-type]
 
 
 async def test_a_finished_copy_goes_before_its_job_and_only_once() -> None:
@@ -171,12 +171,12 @@ async def test_a_copy_is_created_once_while_the_workers_watch_lags_and_again_aft
     client = CreatingRemote()
     r = types.SimpleNamespace(metrics=types.SimpleNamespace(dispatched=lambda *a: None))
     body = {"metadata": {"name": WL, "namespace": NS}, "spec": {}}
-    create = WorkloadReconciler._create_copy
+    create = RemoteCopies.create_copy
     assert await create(r, client, {}, body) is True  # type: ignore[arg-type]
     assert await create(r, client, {}, body) is False  # type: ignore[arg-type]
     assert client.creates == [WL]
     # Deleted by us (say its spec changed): the next create goes out at once.
-    await WorkloadReconciler._delete_copy(client, {"metadata": {"resourceVersion": "1"}}, NS, WL)  # type: ignore[arg-type]
+    await RemoteCopies._delete_copy(client, {"metadata": {"resourceVersion": "1"}}, NS, WL)  # type: ignore[arg-type]
     assert await create(r, client, {}, body) is True  # type: ignore[arg-type]
     # The unseen mark lasts CREATED_UNSEEN_SECONDS: after that the cache is the only record.
     await client.clock.advance(CREATED_UNSEEN_SECONDS)

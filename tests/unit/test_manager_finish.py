@@ -10,7 +10,7 @@ import types
 
 from kube_runtime import api
 from kube_runtime.clock import FakeClock
-from manager.workload import WorkloadReconciler
+from manager.workload_status import WorkloadStatus
 
 
 class RecordingKube:
@@ -48,7 +48,7 @@ async def test_finished_is_one_forced_condition_apply_without_resource_version()
     clock = FakeClock(dt.datetime(2026, 11, 28, 12, 0, 0, tzinfo=dt.UTC))
     reconciler = types.SimpleNamespace(kube=kube, clock=clock)
     wl = workload()
-    await WorkloadReconciler._apply_finished(reconciler, wl, "Succeeded", "Job finished successfully")  # type: ignore[arg-type]
+    await WorkloadStatus.apply_finished(reconciler, wl, "Succeeded", "Job finished successfully")  # type: ignore[arg-type]
 
     assert len(kube.calls) == 1
     resource, body, field_manager, force = kube.calls[0]

@@ -10,6 +10,7 @@ import types
 from kube_runtime.controller import Result
 from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
 from manager.workload import WorkloadReconciler
+from manager.workload_status import WorkloadStatus
 
 KEY = "team-a/job-j-1a2b3"
 
@@ -47,14 +48,14 @@ class Cache:
 
 def reconciler(cached: dict) -> types.SimpleNamespace:
     r = types.SimpleNamespace(kube=Kube(), workloads=Cache(cached), _own_writes=OwnWrites())
-    r._apply_status = lambda *a: WorkloadReconciler._apply_status(r, *a)  # type: ignore[arg-type]
+    r._apply_status = lambda *a: WorkloadStatus._apply_status(r, *a)  # type: ignore[arg-type]
     return r
 
 
 async def test_a_reconcile_from_the_version_a_write_replaced_waits_for_the_watch() -> None:
     cached = workload("42")
     r = reconciler(cached)
-    await WorkloadReconciler.set_nominated(r, cached, ["worker1"])  # type: ignore[arg-type]
+    await WorkloadStatus.set_nominated(r, cached, ["worker1"])  # type: ignore[arg-type]
     assert r.kube.applies == 1
     # The watch has not shown version 43 yet: no write, the key comes back after the watch event.
     assert await WorkloadReconciler.reconcile(r, KEY) == Result(requeue_after=CACHE_LAG_RECHECK_SECONDS)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""WorkloadReconciler.sync_job when creating the worker's job answers AlreadyExists: a foreign
+"""RemoteCopies.sync_job when creating the worker's job answers AlreadyExists: a foreign
 object of that name is an OwnershipError that names it; our own job, created by an earlier
 reconcile the worker's watch has not shown yet, is no error (the sync is deferred)."""
 
@@ -12,8 +12,8 @@ from kube_runtime import api
 from kube_runtime.client import AlreadyExists, NotFound
 from kube_runtime.clock import FakeClock
 from manager.adapters.base import OwnershipError
+from manager.copy_writes import RemoteCopies
 from manager.remote import RemoteClient
-from manager.workload import WorkloadReconciler
 
 ORIGIN = "multikueue"
 
@@ -54,7 +54,7 @@ def job(labels: dict) -> dict:
 
 async def sync(client: RemoteClient) -> bool:
     reconciler = types.SimpleNamespace(origin=ORIGIN)
-    return await WorkloadReconciler.sync_job(
+    return await RemoteCopies.sync_job(
         reconciler,  # type: ignore[arg-type]
         client,
         CreatingAdapter(),  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
-"""manager.workload's pure helpers: the owner GVK string adapters are keyed by, which worker's
-copy wins, the remote Workload copy (upstream's cloneForCreate) and the spec comparisons that
+"""manager.copies' pure helpers and owner_gvk: the owner GVK string adapters are keyed by, which
+worker's copy wins, the remote Workload copy (upstream's cloneForCreate) and the spec comparisons that
 decide between patching and re-dispatching a copy."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import copy
 import pytest
 
 from kube_runtime import api
-from manager.workload import (
+from manager.adapters.base import owner_gvk
+from manager.copies import (
     SPEC_DIGEST_KEY,
     best_match,
     only_priority_differs,
-    owner_gvk,
     priority_patch,
     remote_copy,
     remote_spec_out_of_sync,

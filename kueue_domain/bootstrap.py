@@ -21,12 +21,11 @@ from typing import Any
 import structlog
 
 from kube_runtime.client import KubeClient
-from kube_runtime.clock import Clock
 from kube_runtime.events import EVENT_TYPES
 from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
-from kube_runtime.leaderelection import LeaderElector
 from kube_runtime.logging import setup_logging
 from kube_runtime.process import EVENT_LOOPS, load_clients, reexec, run_on, run_until_signalled
+from kube_runtime.shell import LeaderElection, LeadershipLost, ProcessShell
 from kueue_domain.config import ConfigError, Configuration, load_config, parse_config, with_feature_gate_flag
 from kueue_domain.operator_config import (
     API_VERSION,
@@ -58,7 +57,7 @@ class Program:
         [argparse.Namespace, KubeClient, KubeClient, Configuration], AbstractContextManager[Serve]
     ]
     # Raised by the run when leadership is lost: exit code 1.
-    leadership_lost: type[BaseException]
+    leadership_lost: type[BaseException] = LeadershipLost
     # The role's Configuration parser (the manager defaults a few fields differently).
     parse: Callable[[Any, str], Configuration] = parse_config
     # Why the loaded Configuration leaves nothing to run (None when it does); checked before connecting.
@@ -79,23 +78,37 @@ class Program:
         return main(self, argv)
 
 
-def leader_elector(
-    kube: KubeClient, config: Configuration, identity: str, clock: Clock, on_lost: Callable[[], None]
-) -> LeaderElector | None:
-    """The Configuration's leader election (`leaderElection`), not started yet; None when
-    `leaderElect` is false. `on_lost` is called when leadership is lost."""
+def leader_election(config: Configuration) -> LeaderElection | None:
+    """The Configuration's leader election (`leaderElection`); None when `leaderElect` is false."""
     if not config.leader_elect:
         return None
-    return LeaderElector(
-        kube,
+    return LeaderElection(
         config.leader_election_namespace,
         config.leader_election_id,
-        identity,
         lease_duration=config.lease_duration_seconds,
         renew_deadline=config.renew_deadline_seconds,
         retry_period=config.retry_period_seconds,
-        clock=clock,
-        on_stopped_leading=on_lost,
+    )
+
+
+def process_shell(
+    kube: KubeClient,
+    config: Configuration,
+    *,
+    log: Any,
+    metrics_bind_address: str | None = None,
+    health_bind_address: str | None = None,
+    **options: Any,
+) -> ProcessShell:
+    """The shell of a process run from `config`: its addresses (those given, else the
+    Configuration's) and its leader election; `options` as ProcessShell takes them."""
+    return ProcessShell(
+        kube,
+        metrics_bind_address=metrics_bind_address or config.metrics_bind_address,
+        health_bind_address=health_bind_address or config.health_probe_bind_address,
+        election=leader_election(config),
+        log=log,
+        **options,
     )
 
 

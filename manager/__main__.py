@@ -15,7 +15,7 @@ from kueue_domain.bootstrap import Serve, StartupError
 from kueue_domain.config import Configuration
 from manager.config import ManagerOptions, parse_manager_config
 from manager.liveness import LivenessSettings
-from manager.manager import LeadershipLost, Manager
+from manager.manager import Manager
 
 _LIVENESS = LivenessSettings()
 
@@ -83,7 +83,6 @@ PROGRAM = bootstrap.Program(
     name="manager",
     description="MultiKueue: dispatch Workloads from this cluster to worker clusters.",
     build=_build,
-    leadership_lost=LeadershipLost,
     parse=parse_manager_config,
     check=_check,
     add_option_arguments=_add_option_arguments,

@@ -12,7 +12,7 @@ from kube_runtime.httpserver import MetricsServing
 from kueue_domain import bootstrap
 from kueue_domain.bootstrap import Serve, StartupError
 from kueue_domain.config import Configuration
-from worker_agent.agent import Agent, LeadershipLost
+from worker_agent.agent import Agent
 from worker_agent.visibility import DEFAULT_BIND_ADDRESS as DEFAULT_VISIBILITY_BIND_ADDRESS
 
 
@@ -73,7 +73,6 @@ PROGRAM = bootstrap.Program(
     name="worker_agent",
     description="Kueue v1beta1 admission (queues, quota, cohorts, preemption) for one cluster.",
     build=_build,
-    leadership_lost=LeadershipLost,
     add_address_arguments=_add_address_arguments,
     add_option_arguments=_add_option_arguments,
 )

@@ -8,9 +8,6 @@ state from the API, like controller-runtime managers do).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import socket
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, TextIO
 
@@ -22,11 +19,11 @@ from kube_runtime.api import Resource
 from kube_runtime.client import KubeClient, wait_until_served
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
-from kube_runtime.events import EVENT_TYPES, EventRecorder
-from kube_runtime.httpserver import HealthServer, MetricsServing, parse_bind_address, start_servers
+from kube_runtime.events import EVENT_TYPES
+from kube_runtime.httpserver import HealthServer, MetricsServing, parse_bind_address
 from kube_runtime.informer import Informer, object_key
-from kube_runtime.leaderelection import LeaderElector
-from kueue_domain.bootstrap import leader_elector
+from kube_runtime.shell import LeadershipLost
+from kueue_domain.bootstrap import process_shell
 from kueue_domain.config import Configuration
 from kueue_domain.metrics import ClientRequestsCollector
 from worker_agent.admission import AdmissionState, on_spec_change
@@ -40,10 +37,7 @@ from worker_agent.webhooks import make_certificates, setup_webhooks
 log = structlog.get_logger("worker_agent")
 
 REPORTING_CONTROLLER = "kueue-admission"
-
-
-# Seconds a stopping agent spends writing queued events before it drops them.
-EVENT_FLUSH_TIMEOUT = 5.0
+__all__ = ["Agent", "LeadershipLost"]
 
 
 class Agent:
@@ -64,22 +58,23 @@ class Agent:
         visibility_bind_address: str | None = None,
         event_types: Collection[str] = EVENT_TYPES,
     ) -> None:
+        self.shell = process_shell(
+            kube, config, log=log, metrics_bind_address=metrics_bind_address,
+            health_bind_address=health_bind_address, metrics_serving=metrics_serving,
+            events_kube=events_kube, clock=clock, registry=registry, identity=identity,
+            event_types=event_types,
+        )  # fmt: skip
         self.kube = kube
         self.config = config
-        self.clock = clock or Clock()
-        self.registry = registry or CollectorRegistry()
+        self.clock, self.registry, self.identity = self.shell.clock, self.shell.registry, self.shell.identity
+        self.leading, self.ready = self.shell.leading, self.shell.ready
         if metrics is None:
             metrics = Metrics(
                 self.registry, local_queue_metrics=config.features.enabled(features.LOCAL_QUEUE_METRICS)
             )
         self.metrics = metrics
-        self.identity = identity or f"{socket.gethostname()}_{os.getpid()}"
-        # Events go through their own client (own rate limit), as client-go's event broadcaster does,
-        # so that they never slow down admission writes.
-        self.recorder = EventRecorder(
-            events_kube or kube, REPORTING_CONTROLLER, self.identity, self.clock, types=event_types
-        )
-        self.registry.register(ClientRequestsCollector({"main": kube, "events": events_kube or kube}))
+        self.recorder = self.shell.recorder(REPORTING_CONTROLLER)
+        self.registry.register(ClientRequestsCollector({"main": kube, "events": self.shell.events_kube}))
         self.state = AdmissionState(
             kube, config, self.clock, self.metrics, self.recorder, decision_log=decision_log
         )
@@ -87,11 +82,7 @@ class Agent:
             kube, self.state, self.clock, self.recorder, self.metrics
         )
         self.queue_controllers = QueueStatusControllers(kube, self.state, self.clock, self.metrics)
-        self.metrics_bind_address = metrics_bind_address or config.metrics_bind_address
-        self.health_bind_address = health_bind_address or config.health_probe_bind_address
-        self.metrics_serving = metrics_serving or MetricsServing()
         self.controllers: list[Controller] = []
-        self.servers: list[HealthServer] = []
         # Job integrations (worker_agent/integrations) register informers and controllers here.
         self.integration_informers: list[Informer] = []
         self.integration_controllers: list[Controller] = []
@@ -101,17 +92,16 @@ class Agent:
         self._deferrable: list[
             tuple[Resource, list[Informer], list[Controller], Callable[[], Any] | None]
         ] = []
-        self._waiters: list[asyncio.Task[None]] = []
         self.integrations = setup_integrations(self)
         # After the integrations: the webhooks reuse their Job and LWS caches.
         self.certificates = make_certificates(self)
         self.webhook_server = setup_webhooks(self)
         self.visibility_server = self._visibility_server(visibility_bind_address)
-        self.elector: LeaderElector | None = None
-        self._scheduler_task: asyncio.Task[None] | None = None
-        self.leading = asyncio.Event()
-        self.ready = asyncio.Event()
         self.webhooks_only = False
+
+    @property
+    def servers(self) -> list[HealthServer]:
+        return self.shell.servers
 
     def _visibility_server(self, address: str | None) -> VisibilityServer | None:
         """The visibility API (`--visibility-bind-address`, off when None or "0"; and only with the
@@ -126,16 +116,6 @@ class Agent:
         )
 
     # ---------------------------------------------------------------------------------------------
-
-    async def _start_servers(self) -> None:
-        self.servers = await start_servers(
-            self.metrics_bind_address,
-            self.health_bind_address,
-            self.registry,
-            self._synced,
-            serving=self.metrics_serving,
-            kube=self.kube,
-        )
 
     async def _synced(self) -> bool:
         if self.webhooks_only:
@@ -173,11 +153,10 @@ class Agent:
                 "No matching API in the server for job framework, deferring setting up controller",
                 gvk=f"{requires.group}/{requires.version}, Kind={requires.kind}",
             )
-            task = asyncio.get_running_loop().create_task(
+            self.shell.spawn(
                 self._when_served(requires, informers, controllers, on_leading),
                 name=f"wait-{requires.plural}",
             )
-            self._waiters.append(task)
         self._deferrable.clear()
 
     async def _when_served(
@@ -310,7 +289,7 @@ class Agent:
         lookups) and the health and metrics endpoints; no informers, no controllers. For a
         cluster whose admission runs elsewhere that still needs `/convert` for v1beta1 clients."""
         self.webhooks_only = True
-        await self._start_servers()
+        await self.shell.start_servers(self._synced)
         if self.webhook_server is None:
             raise ValueError("--webhooks-only needs the webhook server: webhook.port must not be 0")
         await self.webhook_server.start()
@@ -320,13 +299,12 @@ class Agent:
             await asyncio.Event().wait()
         finally:
             await self.webhook_server.stop()
-            for server in self.servers:
-                await server.stop()
+            await self.shell.stop_servers()
 
     async def run(self) -> None:
         """Run until cancelled or until leadership is lost."""
         self._make_controllers()
-        await self._start_servers()
+        await self.shell.start_servers(self._synced)
         if self.webhook_server is not None:
             await self.webhook_server.start()
         if self.visibility_server is not None:
@@ -342,13 +320,7 @@ class Agent:
             self.state.rebuild()
             log.info("caches synced", workloads=len(self.state.workloads.store))
             self.ready.set()
-            lost = asyncio.Event()
-            self.elector = leader_elector(self.kube, self.config, self.identity, self.clock, lost.set)
-            if self.elector is not None:
-                self.elector.start()
-                self.metrics.set_replica_role("follower")
-                log.info("waiting for leadership", lease=self.config.leader_election_id)
-                await self.elector.wait_leading()
+            if await self.shell.campaign(on_follower=lambda: self.metrics.set_replica_role("follower")):
                 self.metrics.set_replica_role("leader")
             log.info("leading: starting controllers and the scheduler")
             for controller in self.controllers + self.integration_controllers:
@@ -357,16 +329,13 @@ class Agent:
             for callback in self._on_leading:
                 callback()
             self.leading.set()
-            self._scheduler_task = asyncio.get_running_loop().create_task(
-                self.state.run_scheduler(), name="scheduler"
-            )
+            scheduler = self.shell.spawn(self.state.run_scheduler(), name="scheduler")
+            lost = self.shell.lost
             lost_wait = asyncio.ensure_future(lost.wait())
-            done, _ = await asyncio.wait(
-                {self._scheduler_task, lost_wait}, return_when=asyncio.FIRST_COMPLETED
-            )
+            done, _ = await asyncio.wait({scheduler, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
             lost_wait.cancel()
-            if self._scheduler_task in done:
-                self._scheduler_task.result()  # re-raises a scheduler crash
+            if scheduler in done:
+                scheduler.result()  # re-raises a scheduler crash
             if lost.is_set():
                 log.error("lost leadership; exiting")
                 raise LeadershipLost()
@@ -374,29 +343,16 @@ class Agent:
             await self.shutdown()
 
     async def shutdown(self) -> None:
-        for waiter in self._waiters:
-            waiter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await waiter
-        if self._scheduler_task is not None:
-            self._scheduler_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._scheduler_task
+        await self.shell.stop_background()
         for controller in self.controllers + self.integration_controllers:
             await controller.stop()
         for informer in self.integration_informers:
             await informer.stop()
-        if self.elector is not None:
-            await self.elector.stop()
+        await self.shell.stop_elector()
         await self.state.stop()
-        await self.recorder.close(flush_seconds=EVENT_FLUSH_TIMEOUT)
+        await self.shell.close_recorders()
         if self.webhook_server is not None:
             await self.webhook_server.stop()
         if self.visibility_server is not None:
             await self.visibility_server.stop()
-        for server in self.servers:
-            await server.stop()
-
-
-class LeadershipLost(Exception):
-    pass
+        await self.shell.stop_servers()

@@ -11,20 +11,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from kube_runtime.client import KubeClient
-from kube_runtime.events import EVENT_TYPES
 from kube_runtime.httpserver import MetricsServing, add_metrics_arguments, addresses_problem
-from kube_runtime.logging import setup_logging
-from kube_runtime.process import EVENT_LOOPS, load_clients, reexec, run_on, run_until_signalled
+from kube_runtime.process import (
+    StartupError,
+    add_client_arguments,
+    add_runtime_arguments,
+    close_clients,
+    load_clients,
+    positive_seconds,
+    refuse,
+    run_main,
+    run_until_signalled,
+    start_problem,
+)
 from kube_runtime.shell import LeaderElection, LeadershipLost, ProcessShell
 from kueue_domain.config import ConfigError, Configuration, load_config, parse_config, with_feature_gate_flag
 from kueue_domain.operator_config import (
@@ -38,10 +45,6 @@ from kueue_domain.operator_config import (
 
 Serve = Callable[[], Awaitable[None]]
 Build = Callable[[argparse.Namespace, KubeClient, KubeClient, Configuration], AbstractContextManager[Serve]]
-
-
-class StartupError(Exception):
-    """Why the process cannot start; printed as `<program>: <message>`, exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,7 @@ class Program:
     add_option_arguments: Callable[[argparse.ArgumentParser], None] = lambda _parser: None
 
     def refuse(self, message: object) -> int:
-        print(f"{self.name}: {message}", file=sys.stderr)
-        return 2
+        return refuse(self.name, message)
 
     def build_parser(self) -> argparse.ArgumentParser:
         return build_parser(self)
@@ -112,21 +114,6 @@ def process_shell(
     )
 
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
-
-
-def _event_types(text: str) -> tuple[str, ...]:
-    types = tuple(t.strip() for t in text.split(",") if t.strip())
-    unknown = [t for t in types if t not in EVENT_TYPES]
-    if unknown or not types:
-        raise argparse.ArgumentTypeError(f"takes {' or '.join(EVENT_TYPES)}, comma-separated; got {text!r}")
-    return types
-
-
 def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
@@ -142,7 +129,7 @@ def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kueue-cr-poll-interval",
-        type=_seconds,
+        type=positive_seconds,
         default=DEFAULT_POLL_INTERVAL,
         metavar="SECONDS",
         help=f"how often --kueue-cr's file is checked for changes (default {DEFAULT_POLL_INTERVAL:g})",
@@ -151,8 +138,7 @@ def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser(program: Program) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {program.name}", description=program.description)
-    parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster credentials when omitted")
-    parser.add_argument("--context", help="kubeconfig context (default: the current context)")
+    add_client_arguments(parser)
     parser.add_argument("--config", help="a config.kueue.x-k8s.io/v1beta1 Configuration YAML file")
     add_operator_arguments(parser)
     parser.add_argument("--metrics-bind-address", help="overrides metrics.bindAddress (host:port, 0 = off)")
@@ -167,29 +153,8 @@ def build_parser(program: Program) -> argparse.ArgumentParser:
         help="Kueue feature gates (instead of the Configuration's featureGates); docs/feature-gates.md",
     )
     program.add_option_arguments(parser)
-    parser.add_argument(
-        "--event-types",
-        type=_event_types,
-        default=EVENT_TYPES,
-        metavar="Normal,Warning",
-        help="the types of Event this process writes (default both; `Warning` leaves out the Normal "
-        "ones, such as QuotaReserved and Admitted, to spare the apiservers; docs/admission.md)",
-    )
-    parser.add_argument(
-        "--event-loop",
-        choices=EVENT_LOOPS,
-        default="uvloop",
-        help="the event loop the process runs on: uvloop's (default: 0.86x the CPU of asyncio's in "
-        "bench.compare) or asyncio's",
-    )
-    parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
-    parser.add_argument("--log-format", choices=("console", "json"), default="console")
+    add_runtime_arguments(parser)
     return parser
-
-
-async def _close(*clients: KubeClient) -> None:
-    for client in clients:
-        await client.close()
 
 
 async def amain(program: Program, args: argparse.Namespace) -> int:
@@ -214,7 +179,7 @@ async def amain(program: Program, args: argparse.Namespace) -> int:
         try:
             config = with_feature_gate_flag(await operator.load(kube), args.feature_gates)
         except Exception as exc:
-            await _close(kube, events_kube)
+            await close_clients(kube, events_kube)
             return program.refuse(exc)
     problem = addresses_problem(
         args.metrics_bind_address or config.metrics_bind_address,
@@ -222,7 +187,7 @@ async def amain(program: Program, args: argparse.Namespace) -> int:
         MetricsServing.from_args(args),
     )
     if problem:
-        await _close(kube, events_kube)
+        await close_clients(kube, events_kube)
         return program.refuse(problem)
     log = structlog.get_logger(program.name)
     for warning in config.warnings:
@@ -231,7 +196,7 @@ async def amain(program: Program, args: argparse.Namespace) -> int:
         try:
             serve = stack.enter_context(program.build(args, kube, events_kube, config))
         except StartupError as exc:
-            await _close(kube, events_kube)
+            await close_clients(kube, events_kube)
             return program.refuse(exc)
         restart = False
 
@@ -248,20 +213,7 @@ async def amain(program: Program, args: argparse.Namespace) -> int:
 
 def main(program: Program, argv: list[str] | None = None) -> int:
     args = build_parser(program).parse_args(argv)
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        return program.refuse(f"--kubeconfig {args.kubeconfig}: no such file")
-    problem = MetricsServing.from_args(args).problem()
+    problem = start_problem(args)
     if problem:
         return program.refuse(problem)
-    setup_logging(args.log_level, json=args.log_format == "json")
-    try:
-        code = run_on(args.event_loop, amain(program, args))
-    except KeyboardInterrupt:
-        return 0
-    if code == RESTART:  # the Kueue object's Configuration changed: start again with the same argv
-        try:
-            reexec(program.name, argv)
-        except OSError as exc:
-            print(f"{program.name}: cannot restart: {exc}", file=sys.stderr)
-            return 1
-    return code
+    return run_main(program.name, argv, args, amain(program, args), restart=RESTART)

@@ -44,6 +44,17 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}"
 
 
+class ShellProcess:
+    """What runs inside a process shell: its client, clock, registry, identity and the events
+    `leading` and `ready` are the shell's."""
+
+    def __init__(self, shell: ProcessShell) -> None:
+        self.shell = shell
+        self.kube = shell.kube
+        self.clock, self.registry, self.identity = shell.clock, shell.registry, shell.identity
+        self.leading, self.ready = shell.leading, shell.ready
+
+
 class ProcessShell:
     def __init__(
         self,

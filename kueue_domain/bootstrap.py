@@ -93,6 +93,17 @@ def leader_election(config: Configuration) -> LeaderElection | None:
     )
 
 
+def shell_options(args: argparse.Namespace, events_kube: KubeClient) -> dict[str, Any]:
+    """The process shell's options the shared flags set (process_shell takes them)."""
+    return {
+        "metrics_bind_address": args.metrics_bind_address,
+        "health_bind_address": args.health_probe_bind_address,
+        "metrics_serving": MetricsServing.from_args(args),
+        "events_kube": events_kube,
+        "event_types": args.event_types,
+    }
+
+
 def process_shell(
     kube: KubeClient,
     config: Configuration,

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 from kube_runtime import features
 from kube_runtime.client import KubeClient
-from kube_runtime.httpserver import MetricsServing
 from kueue_domain import bootstrap
 from kueue_domain.bootstrap import Serve, StartupError
 from kueue_domain.config import Configuration
@@ -68,11 +67,7 @@ def _build(
             kube,
             config,
             options=_options(args),
-            metrics_bind_address=args.metrics_bind_address,
-            health_bind_address=args.health_probe_bind_address,
-            metrics_serving=MetricsServing.from_args(args),
-            events_kube=events_kube,
-            event_types=args.event_types,
+            **bootstrap.shell_options(args, events_kube),
         )
     except ValueError as exc:
         raise StartupError(exc) from exc

@@ -5,21 +5,17 @@ to workers and every write happen only on the leader. Losing the lease ends the 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry
 
 from kube_runtime import api, features
 from kube_runtime.client import KubeClient, KubeClientError, wait_until_served
-from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
-from kube_runtime.events import EVENT_TYPES
-from kube_runtime.httpserver import MetricsServing
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.ownwrites import OwnWrites
-from kube_runtime.shell import LeadershipLost
+from kube_runtime.shell import LeadershipLost, ShellProcess
 from kueue_domain.bootstrap import process_shell
 from kueue_domain.config import Configuration
 from kueue_domain.metrics import ClientRequestsCollector
@@ -68,33 +64,20 @@ class CountedClients:
                 yield f"worker/{name}", remote.kube
 
 
-class Manager:
+class Manager(ShellProcess):
     def __init__(
         self,
         kube: KubeClient,
         config: Configuration,
         *,
         options: ManagerOptions | None = None,
-        clock: Clock | None = None,
-        registry: CollectorRegistry | None = None,
-        identity: str | None = None,
-        metrics_bind_address: str | None = None,
-        health_bind_address: str | None = None,
-        metrics_serving: MetricsServing | None = None,
-        events_kube: KubeClient | None = None,
-        event_types: Collection[str] = EVENT_TYPES,
+        **shell: Any,
     ) -> None:
-        self.shell = process_shell(
-            kube, config, log=log, metrics_bind_address=metrics_bind_address,
-            health_bind_address=health_bind_address, metrics_serving=metrics_serving,
-            events_kube=events_kube, clock=clock, registry=registry, identity=identity,
-            event_types=event_types,
-        )  # fmt: skip
-        self.kube = kube
+        """`shell`: the process shell's options, as kueue_domain.bootstrap.process_shell takes them
+        (clock, registry, identity, the addresses, metrics_serving, events_kube, event_types)."""
+        super().__init__(process_shell(kube, config, log=log, **shell))
         self.config = config
         self.options = options or ManagerOptions()
-        self.clock, self.registry, self.identity = self.shell.clock, self.shell.registry, self.shell.identity
-        self.leading, self.ready = self.shell.leading, self.shell.ready
         self.metrics = ManagerMetrics(self.registry, self.clock)
         self.workload_recorder = self.shell.recorder(api.EVENT_RECORDER_WORKLOAD_CONTROLLER)
         self.cluster_recorder = self.shell.recorder(api.EVENT_RECORDER_MULTIKUEUE_CLUSTER)

@@ -8,7 +8,6 @@ import sys
 from collections.abc import Iterator
 
 from kube_runtime.client import KubeClient
-from kube_runtime.httpserver import MetricsServing
 from kueue_domain import bootstrap
 from kueue_domain.bootstrap import Serve, StartupError
 from kueue_domain.config import Configuration
@@ -55,13 +54,9 @@ def _build(
         agent = Agent(
             kube,
             config,
-            metrics_bind_address=args.metrics_bind_address,
-            health_bind_address=args.health_probe_bind_address,
-            metrics_serving=MetricsServing.from_args(args),
-            events_kube=events_kube,
-            event_types=args.event_types,
             decision_log=decision_log,
             visibility_bind_address=args.visibility_bind_address,
+            **bootstrap.shell_options(args, events_kube),
         )
         yield agent.serve_webhooks_only if args.webhooks_only else agent.run
     finally:

@@ -8,21 +8,18 @@ state from the API, like controller-runtime managers do).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 import structlog
-from prometheus_client import CollectorRegistry
 
 from kube_runtime import api, features
 from kube_runtime.api import Resource
 from kube_runtime.client import KubeClient, wait_until_served
-from kube_runtime.clock import Clock
 from kube_runtime.controller import Controller
-from kube_runtime.events import EVENT_TYPES
-from kube_runtime.httpserver import HealthServer, MetricsServing, parse_bind_address
+from kube_runtime.httpserver import HealthServer, parse_bind_address
 from kube_runtime.informer import Informer, object_key
-from kube_runtime.shell import LeadershipLost
+from kube_runtime.shell import LeadershipLost, ShellProcess
 from kueue_domain.bootstrap import process_shell
 from kueue_domain.config import Configuration
 from kueue_domain.metrics import ClientRequestsCollector
@@ -40,34 +37,20 @@ REPORTING_CONTROLLER = "kueue-admission"
 __all__ = ["Agent", "LeadershipLost"]
 
 
-class Agent:
+class Agent(ShellProcess):
     def __init__(
         self,
         kube: KubeClient,
         config: Configuration,
         *,
-        clock: Clock | None = None,
-        registry: CollectorRegistry | None = None,
-        identity: str | None = None,
-        metrics_bind_address: str | None = None,
-        health_bind_address: str | None = None,
-        metrics_serving: MetricsServing | None = None,
         metrics: Any = None,
-        events_kube: KubeClient | None = None,
         decision_log: TextIO | None = None,
         visibility_bind_address: str | None = None,
-        event_types: Collection[str] = EVENT_TYPES,
+        **shell: Any,
     ) -> None:
-        self.shell = process_shell(
-            kube, config, log=log, metrics_bind_address=metrics_bind_address,
-            health_bind_address=health_bind_address, metrics_serving=metrics_serving,
-            events_kube=events_kube, clock=clock, registry=registry, identity=identity,
-            event_types=event_types,
-        )  # fmt: skip
-        self.kube = kube
+        """`shell`: the process shell's options (as the Manager takes them)."""
+        super().__init__(process_shell(kube, config, log=log, **shell))
         self.config = config
-        self.clock, self.registry, self.identity = self.shell.clock, self.shell.registry, self.shell.identity
-        self.leading, self.ready = self.shell.leading, self.shell.ready
         if metrics is None:
             metrics = Metrics(
                 self.registry, local_queue_metrics=config.features.enabled(features.LOCAL_QUEUE_METRICS)

@@ -6,17 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from manager.dispatch.base import StatelessDispatcher
+
 Obj = dict[str, Any]
 
 
-class AllAtOnceDispatcher:
+class AllAtOnceDispatcher(StatelessDispatcher):
     every_worker = True
-    external = False
 
     def nominate(
         self, key: str, current: list[str], everyone: list[str], copies: Mapping[str, Obj | None]
     ) -> tuple[list[str], float | None]:
         return sorted(everyone), None
-
-    def forget(self, key: str) -> None:
-        return None

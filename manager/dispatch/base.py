@@ -41,16 +41,20 @@ class Nominations(Protocol):
     async def set_nominated(self, wl: Obj, nominated: list[str]) -> None: ...
 
 
-class KeepNominations:
-    """A dispatcher that leaves nominatedClusterNames as they are: copies go to the nominated workers."""
+class StatelessDispatcher:
+    """A dispatcher that keeps nothing per Workload."""
 
     every_worker = False
     external = False
+
+    def forget(self, key: str) -> None:
+        return None
+
+
+class KeepNominations(StatelessDispatcher):
+    """A dispatcher that leaves nominatedClusterNames as they are: copies go to the nominated workers."""
 
     def nominate(
         self, key: str, current: list[str], everyone: list[str], copies: Mapping[str, Obj | None]
     ) -> tuple[list[str], float | None]:
         return current, None
-
-    def forget(self, key: str) -> None:
-        return None

@@ -144,15 +144,15 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="kubeconfig context (default: the current context)")
 
 
-def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
-    """The process's own flags: which Events it writes, its event loop, its logs."""
+def add_runtime_arguments(parser: argparse.ArgumentParser, event_types_help: str) -> None:
+    """The process's own flags: which Events it writes (`event_types_help` says which those are),
+    its event loop, its logs."""
     parser.add_argument(
         "--event-types",
         type=event_types,
         default=EVENT_TYPES,
         metavar="Normal,Warning",
-        help="the types of Event this process writes (default both; `Warning` leaves out the Normal "
-        "ones, such as QuotaReserved and Admitted, to spare the apiservers; docs/admission.md)",
+        help=event_types_help,
     )
     parser.add_argument(
         "--event-loop",

@@ -164,7 +164,11 @@ def build_parser(program: Program) -> argparse.ArgumentParser:
         help="Kueue feature gates (instead of the Configuration's featureGates); docs/feature-gates.md",
     )
     program.add_option_arguments(parser)
-    add_runtime_arguments(parser)
+    add_runtime_arguments(
+        parser,
+        "the types of Event this process writes (default both; `Warning` leaves out the Normal "
+        "ones, such as QuotaReserved and Admitted, to spare the apiservers; docs/admission.md)",
+    )
     return parser
 
 

@@ -4,10 +4,10 @@ Credentials come from kube_runtime/credentials.py (kubeconfig file or dict, in-c
 through our own aiohttp session on plain dicts: generated models are too slow for 15k objects.
 Every call takes a Resource (group, version, plural, kind, namespaced) and builds its URL here.
 
-Kueue's objects are handled in v1beta1 form by our code whatever the apiserver stores: with
-`use_served_version`, the client speaks the version the server prefers on the wire (v1beta2 where
-served) and converts bodies both ways in-process (kube_runtime/conversion.py), so neither our
-processes nor the apiserver need a conversion webhook round trip for our own traffic.
+An API group with a codec (kube_runtime/codec.py; Kueue's, kueue_domain/conversion.py, keeps
+Kueue's objects in v1beta1 form in our code whatever the apiserver stores) is spoken on the wire in
+the version the server prefers (`use_served_version`), bodies converted both ways in-process, so
+neither our processes nor the apiserver need a conversion webhook round trip for our own traffic.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import orjson
 import structlog
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from kube_runtime import conversion, credentials, ratelimit
-from kube_runtime.api import Resource, parse_api_path
+from kube_runtime import codec, credentials, ratelimit
 from kube_runtime.clock import Clock
 from kube_runtime.credentials import Credentials
 from kube_runtime.ratelimit import ResourceRateLimits
+from kube_runtime.resources import Resource, parse_api_path
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +44,18 @@ APPLY_PATCH = "application/apply-patch+yaml"
 
 
 ResourceLike = Resource
+
+
+def _converts(group: str, kind: str) -> bool:
+    """Whether `group` has a codec (kube_runtime/codec.py) that converts `kind`."""
+    group_codec = codec.lookup(group)
+    return group_codec is not None and kind in group_codec.kinds
+
+
+def _codec(group: str) -> codec.GroupCodec:
+    group_codec = codec.lookup(group)
+    assert group_codec is not None, group  # _wire converts only groups with a codec
+    return group_codec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,7 +258,7 @@ class KubeClient:
         # client QPS budget went to. Exported by the worker_agent as rest_client_requests_total.
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         # API group -> version spoken on the wire when it differs from the callers' (see
-        # use_served_version); bodies are converted by kube_runtime/conversion.py.
+        # use_served_version); bodies are converted by the group's codec (kube_runtime/codec.py).
         self.wire_versions: dict[str, str] = {}
         # Ask the server once, before the first request to a converted group, which version to speak.
         self.negotiate_versions = True
@@ -400,25 +412,27 @@ class KubeClient:
         return chosen
 
     async def _negotiate(self, resource: ResourceLike) -> None:
-        """Before the first request to Kueue's group: speak the version the server prefers. A server
-        that cannot say (unreachable, CRDs not installed yet) is asked again next time."""
+        """Before the first request to a group with a codec (Kueue's): speak the version the server
+        prefers. A server that cannot say (unreachable, CRDs not installed yet) is asked again next time."""
         group = resource.group
-        if group != conversion.GROUP or group in self.wire_versions or not self.negotiate_versions:
+        group_codec = codec.lookup(group)
+        if group_codec is None or group in self.wire_versions or not self.negotiate_versions:
             return
         async with self._negotiation:
             if group in self.wire_versions:
                 return
             try:
-                version = await self.use_served_version(group, conversion.VERSIONS)
+                version = await self.use_served_version(group, group_codec.versions)
             except (ConnectionLost, ApiError) as exc:
                 log.info(
-                    "cannot ask which Kueue API versions the server serves yet",
+                    "cannot ask which API versions the server serves yet",
                     host=self.host,
+                    group=group,
                     error=str(exc),
                 )
                 return
             if version is not None:
-                log.debug("Kueue API version on the wire", host=self.host, version=version)
+                log.debug("API version on the wire", host=self.host, group=group, version=version)
 
     async def _wired(self, resource: ResourceLike) -> ResourceLike:
         """`resource` as sent on the wire, after negotiating its group's version."""
@@ -428,7 +442,7 @@ class KubeClient:
     def _wire(self, resource: ResourceLike) -> tuple[ResourceLike, str | None]:
         """The resource as sent on the wire, and the callers' version when bodies need converting."""
         version = self.wire_versions.get(resource.group)
-        if version is None or version == resource.version or resource.kind not in conversion.KINDS:
+        if version is None or version == resource.version or not _converts(resource.group, resource.kind):
             return resource, None
         return dataclasses.replace(resource, version=version), resource.version
 
@@ -437,9 +451,9 @@ class KubeClient:
         hold as v1beta1 is `kueue.x-k8s.io/v1beta2` where that is spoken on the wire (an Event about it
         must say so: `kubectl events --for workload/NAME` asks for the server's preferred version).
         Negotiates the group's version first if this client has not spoken it yet."""
-        if kind not in conversion.KINDS:
-            return api_version
         group, _, version = api_version.rpartition("/")
+        if not _converts(group, kind):
+            return api_version
         await self._negotiate(Resource(group, version, "", kind, True))
         wire = self.wire_versions.get(group)
         return api_version if wire is None or wire == version else f"{group}/{wire}"
@@ -448,12 +462,12 @@ class KubeClient:
         wire, _ = self._wire(resource)
         if wire is resource or not isinstance(body, dict):
             return body
-        return conversion.convert(body, resource.kind, wire.version)
+        return _codec(resource.group).convert(body, resource.kind, wire.version)
 
     def _decode(self, resource: ResourceLike, obj: Obj) -> Obj:
         _, ours = self._wire(resource)
         if ours is not None and obj.get("kind") in (resource.kind, f"{resource.kind}List"):
-            conversion.convert(obj, resource.kind, ours, in_place=True)
+            _codec(resource.group).convert(obj, resource.kind, ours, in_place=True)
         return obj
 
     # -- raw requests ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from kube_runtime.api import CONDITION_FALSE, CONDITION_TRUE
+from kube_runtime.constants import CONDITION_FALSE, CONDITION_TRUE
 
 Condition = dict[str, Any]
 

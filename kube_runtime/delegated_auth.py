@@ -39,9 +39,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kube_runtime import api
+from kube_runtime import resources
 from kube_runtime.client import KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
+from kube_runtime.gofmt import go_quote
 
 log = structlog.get_logger(__name__)
 
@@ -264,7 +265,9 @@ class RequestHeaderAuthenticator:
         without --requestheader-client-ca-file) trusts nobody; a failed read keeps the last settings."""
         try:
             config_map = await self.kube.get(
-                api.CONFIG_MAP, AUTHENTICATION_CONFIG_MAP_NAME, namespace=AUTHENTICATION_CONFIG_MAP_NAMESPACE
+                resources.CONFIG_MAP,
+                AUTHENTICATION_CONFIG_MAP_NAME,
+                namespace=AUTHENTICATION_CONFIG_MAP_NAMESPACE,
             )
         except NotFound:
             config_map = None
@@ -530,25 +533,23 @@ def internal_error_status(error: str) -> Obj:
 def forbidden_status(user: UserInfo, attributes: Attributes, reason: str = "") -> Obj:
     """The apiserver's 403: `<resource>.<group> "<name>" is forbidden: User "<u>" cannot <verb> ...`."""
     if isinstance(attributes, NonResourceAttributes):
-        message = (
-            f"User {api.go_quote(user.name)} cannot {attributes.verb} path {api.go_quote(attributes.path)}"
-        )
+        message = f"User {go_quote(user.name)} cannot {attributes.verb} path {go_quote(attributes.path)}"
         if reason:
             message += f": {reason}"
         return status(403, "Forbidden", f"forbidden: {message}", {})
     resource = attributes.resource + (f"/{attributes.subresource}" if attributes.subresource else "")
     message = (
-        f"User {api.go_quote(user.name)} cannot {attributes.verb} resource {api.go_quote(resource)} "
-        f"in API group {api.go_quote(attributes.group)}"
+        f"User {go_quote(user.name)} cannot {attributes.verb} resource {go_quote(resource)} "
+        f"in API group {go_quote(attributes.group)}"
     )
     if attributes.namespace:
-        message += f" in the namespace {api.go_quote(attributes.namespace)}"
+        message += f" in the namespace {go_quote(attributes.namespace)}"
     else:
         message += " at the cluster scope"
     if reason:
         message += f": {reason}"
     qualified = f"{attributes.resource}.{attributes.group}" if attributes.group else attributes.resource
-    subject = f"{qualified} {api.go_quote(attributes.name)}" if attributes.name else qualified
+    subject = f"{qualified} {go_quote(attributes.name)}" if attributes.name else qualified
     details: Obj = {}
     if attributes.name:
         details["name"] = attributes.name

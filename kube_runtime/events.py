@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
+from kube_runtime import constants, resources
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 
@@ -26,7 +26,7 @@ log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
 
-NORMAL, WARNING = api.EVENT_NORMAL, api.EVENT_WARNING
+NORMAL, WARNING = constants.EVENT_NORMAL, constants.EVENT_WARNING
 REASON_ACTION_MAX = 128
 SERIES_WINDOW = 6 * 60.0  # client-go finishTime: a series ends after 6 minutes without a repeat
 _CACHE_LIMIT = 4096
@@ -53,13 +53,13 @@ def object_reference(obj: Obj) -> Obj:
     return {k: v for k, v in ref.items() if v}
 
 
-def truncate_note(text: str, limit: int = api.EVENT_MESSAGE_LIMIT_BYTES) -> str:
+def truncate_note(text: str, limit: int = constants.EVENT_MESSAGE_LIMIT_BYTES) -> str:
     """Kueue's TruncateEventMessage: at most `limit` bytes, ending in " ..." when cut, never mid-character."""
     encoded = text.encode()
     if len(encoded) <= limit:
         return text
-    keep = limit - len(api.TRUNCATION_SUFFIX.encode())
-    return encoded[:keep].decode("utf-8", "ignore") + api.TRUNCATION_SUFFIX
+    keep = limit - len(constants.TRUNCATION_SUFFIX.encode())
+    return encoded[:keep].decode("utf-8", "ignore") + constants.TRUNCATION_SUFFIX
 
 
 def micro_time(t: dt.datetime) -> str:
@@ -240,7 +240,7 @@ class EventRecorder:
                 await self._write_series(series)
             return
         event = self._new_event(regarding_ref, related_ref, type, reason, action, note, now)
-        created = await self.client.create(api.EVENT, event)
+        created = await self.client.create(resources.EVENT, event)
         self._cache[key] = _Series(created, 1, now, now_mono, 1, now_mono)
 
     async def _on_wire(self, ref: Obj | None) -> Obj | None:
@@ -264,8 +264,8 @@ class EventRecorder:
         name_prefix = (regarding.get("name") or "event")[: 253 - 17]
         timestamp_ns = int(now.timestamp() * 1_000_000) * 1000
         event: Obj = {
-            "apiVersion": api.EVENT.api_version,
-            "kind": api.EVENT.kind,
+            "apiVersion": resources.EVENT.api_version,
+            "kind": resources.EVENT.kind,
             "metadata": {
                 "name": f"{name_prefix}.{timestamp_ns:x}",
                 "namespace": regarding.get("namespace") or "default",
@@ -287,13 +287,15 @@ class EventRecorder:
         meta = series.event["metadata"]
         patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_observed)}}
         try:
-            series.event = await self.client.patch_merge(api.EVENT, meta["name"], patch, meta["namespace"])
+            series.event = await self.client.patch_merge(
+                resources.EVENT, meta["name"], patch, meta["namespace"]
+            )
         except NotFound:
             # The Event expired (TTL) or was deleted: recreate it, with the series, as client-go does.
             recreated = {k: v for k, v in series.event.items() if k != "metadata"}
             recreated["metadata"] = {"name": meta["name"], "namespace": meta["namespace"]}
             recreated.update(patch)
-            series.event = await self.client.create(api.EVENT, recreated)
+            series.event = await self.client.create(resources.EVENT, recreated)
         series.written_count = series.count
         series.last_write = self._clock.monotonic()
 

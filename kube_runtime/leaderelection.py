@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
+from kube_runtime import resources
 from kube_runtime.client import ApiError, Conflict, ConnectionLost, KubeClient, NotFound
 from kube_runtime.clock import Clock
 
@@ -246,17 +246,17 @@ class LeaderElector:
         if await self._renew_optimistically(now, now_mono, duration):
             return True
         try:
-            lease = await self.client.get(api.LEASE, self.name, self.namespace)
+            lease = await self.client.get(resources.LEASE, self.name, self.namespace)
         except NotFound:
             record = next_record(None, self.identity, now, duration)
             body = {
-                "apiVersion": api.LEASE.api_version,
-                "kind": api.LEASE.kind,
+                "apiVersion": resources.LEASE.api_version,
+                "kind": resources.LEASE.kind,
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": record.to_spec(),
             }
             try:
-                created = await self.client.create(api.LEASE, body)
+                created = await self.client.create(resources.LEASE, body)
             except Conflict:
                 return False
             self._lease = created
@@ -275,7 +275,7 @@ class LeaderElector:
         body = copy.deepcopy(lease)
         body["spec"] = {**(lease.get("spec") or {}), **record.to_spec()}
         try:
-            updated = await self.client.replace(api.LEASE, body)
+            updated = await self.client.replace(resources.LEASE, body)
         except Conflict:
             return False
         self._lease = updated
@@ -307,7 +307,7 @@ class LeaderElector:
             record = released_record(LeaderElectionRecord.from_lease(lease), self._clock.now())
             body["spec"] = {**(lease.get("spec") or {}), **record.to_spec()}
             try:
-                self._lease = await self.client.replace(api.LEASE, body)
+                self._lease = await self.client.replace(resources.LEASE, body)
                 self.observer.observe(LeaderElectionRecord.from_lease(self._lease), self._clock.monotonic())
                 self._log.info("released lease")
                 return True
@@ -320,7 +320,7 @@ class LeaderElector:
 
     async def _get_quietly(self) -> Obj | None:
         try:
-            return await self.client.get(api.LEASE, self.name, self.namespace)
+            return await self.client.get(resources.LEASE, self.name, self.namespace)
         except (ConnectionLost, ApiError):
             return None
 

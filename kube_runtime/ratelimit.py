@@ -20,8 +20,8 @@ import contextvars
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 
-from kube_runtime.api import parse_api_path
 from kube_runtime.clock import Clock
+from kube_runtime.resources import parse_api_path
 
 HIGH, LOW = 0, 1
 _LANES = (HIGH, LOW)

@@ -31,23 +31,27 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from kube_runtime import codec
+from kube_runtime.resources import PRIORITY_CLASS
+from kueue_domain.api import enums, labels, resources
+
 Obj = dict[str, Any]
 
-GROUP = "kueue.x-k8s.io"
-V1BETA1 = "v1beta1"
+GROUP = resources.GROUP
+V1BETA1 = resources.VERSION
 V1BETA2 = "v1beta2"
 VERSIONS = (V1BETA1, V1BETA2)
 
 # v1beta1 spec.priorityClassSource values and the v1beta2 priorityClassRef they map to.
-WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
-POD_PRIORITY_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
+WORKLOAD_PRIORITY_CLASS_SOURCE = labels.PRIORITY_CLASS_SOURCE_WORKLOAD
+POD_PRIORITY_CLASS_SOURCE = labels.PRIORITY_CLASS_SOURCE_POD
 _SOURCE_TO_REF = {
-    WORKLOAD_PRIORITY_CLASS_SOURCE: ("kueue.x-k8s.io", "WorkloadPriorityClass"),
-    POD_PRIORITY_CLASS_SOURCE: ("scheduling.k8s.io", "PriorityClass"),
+    WORKLOAD_PRIORITY_CLASS_SOURCE: (GROUP, resources.WORKLOAD_PRIORITY_CLASS.kind),
+    POD_PRIORITY_CLASS_SOURCE: (PRIORITY_CLASS.group, PRIORITY_CLASS.kind),
 }
 _REF_TO_SOURCE = {ref: source for source, ref in _SOURCE_TO_REF.items()}
 
-_MAY_STOP_SEARCH = "MayStopSearch"
+_MAY_STOP_SEARCH = enums.FLAVOR_FUNGIBILITY_MAY_STOP_SEARCH
 
 
 class ConversionError(ValueError):
@@ -330,3 +334,8 @@ def convert(obj: Obj, kind: str, to_version: str, *, in_place: bool = False) -> 
     if current is not None:
         out["apiVersion"] = target
     return out
+
+
+# The client converts Kueue's objects on the wire through this codec (kube_runtime/codec.py);
+# kueue_domain/__init__.py imports this module, so every process that knows Kueue has it.
+codec.register(codec.GroupCodec(GROUP, VERSIONS, KINDS, convert))

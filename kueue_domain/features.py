@@ -296,7 +296,7 @@ class FeatureGates:
     def enabled(self, name: str) -> bool:
         gate = GATES.get(name)
         if gate is None:
-            raise KeyError(f"feature gate {name} is not in kube_runtime.features.GATES")
+            raise KeyError(f"feature gate {name} is not in kueue_domain.features.GATES")
         return bool(self.overrides.get(name, gate.default))
 
     def warnings(self) -> list[str]:

@@ -294,9 +294,9 @@ class CompareRun:
         return out
 
     async def watch_pods(self) -> list[Any]:
-        from kube_runtime import api
         from kube_runtime.client import KubeClient
         from kube_runtime.informer import Informer
+        from kueue_domain import api
 
         informers = []
         for worker in self.fleet.workers:

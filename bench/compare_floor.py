@@ -110,8 +110,8 @@ async def stop_watches(informers: Sequence[tuple[Any, Any]]) -> None:
 async def measure_no_kueue(run: CompareRun) -> Obj:
     """The `no_kueue` arm's repeat on `run`'s fleet (started without Kueue): the Jobs, then the
     LeaderWorkerSets, straight on the workers; their pods watched as in the other arms."""
-    from kube_runtime import api
     from kube_runtime.client import KubeClient
+    from kueue_domain import api
 
     args = run.args
     informers = await run.watch_pods()

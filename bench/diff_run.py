@@ -157,7 +157,7 @@ class ScenarioRun:
         return to_upstream(obj) if self.shape is UPSTREAM else obj
 
     def _resource(self, kind: str) -> Any:
-        from kube_runtime import api
+        from kueue_domain import api
 
         if kind == "Namespace":
             return api.NAMESPACE

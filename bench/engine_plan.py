@@ -104,7 +104,7 @@ class ApiShape:
         return "cohort" if self.version == "v1beta1" else "cohortName"
 
     def resource(self, plural: str, kind: str, namespaced: bool) -> Any:
-        from kube_runtime.api import Resource
+        from kueue_domain.api import Resource
 
         return Resource(GROUP, self.version, plural, kind, namespaced)
 

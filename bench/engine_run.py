@@ -195,7 +195,7 @@ class BenchRun:
             self.created += 1
 
     async def _generate_queue(self, queue: QueuePlan) -> None:
-        from kube_runtime import api
+        from kueue_domain import api
 
         await self._create(self.shape.cluster_queues, cluster_queue_object(self.shape, self.config, queue))
         await self._create(api.NAMESPACE, namespace_object(queue))

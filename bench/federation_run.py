@@ -120,9 +120,9 @@ class FederationRun:
     # -- clients and the watch ---------------------------------------------------------------
 
     async def _open(self) -> None:
-        from kube_runtime import api
         from kube_runtime.client import KubeClient
         from kube_runtime.informer import Informer
+        from kueue_domain import api
 
         path = self.fleet.manager_kubeconfig
         # No client-side rate limit: the submitter's pace is --rate, the watch is one stream.
@@ -152,8 +152,8 @@ class FederationRun:
 
     async def wait_ready(self, timeout_s: float = 120.0) -> None:
         """The AdmissionCheck and every MultiKueueCluster Active on the manager cluster."""
-        from kube_runtime import api
         from kube_runtime.client import KubeClientError
+        from kueue_domain import api
 
         client = self.clients[0]
         deadline = self.now() + timeout_s
@@ -182,7 +182,7 @@ class FederationRun:
 
     async def run_warmup(self, timeout_s: float = 120.0) -> None:
         """One Job through the whole path first: checks the setup and whether our webhook sets managedBy."""
-        from kube_runtime import api
+        from kueue_domain import api
 
         body = job_object(
             self.warmup_name, self.run_id, keep_running=False, managed_by=self.explicit_managed_by
@@ -223,8 +223,8 @@ class FederationRun:
     # -- the submitter -----------------------------------------------------------------------
 
     async def _create(self, index: int) -> None:
-        from kube_runtime import api
         from kube_runtime.client import AlreadyExists, ConnectionLost
+        from kueue_domain import api
 
         name = self.names[index]
         body = job_object(

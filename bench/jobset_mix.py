@@ -129,9 +129,9 @@ def summarize(recorder: JobSetRecorder, first_submit: float, workers: int, rate:
 async def run_jobset_mix(
     manager_kubeconfig: str, *, count: int, workers: int, rate: float, timeout_s: float, cleanup: bool
 ) -> JobSetMixResult:
-    from kube_runtime import api
     from kube_runtime.client import KubeClient
     from kube_runtime.informer import Informer
+    from kueue_domain import api
 
     run_id = secrets.token_hex(3)
     names = [f"js-{run_id}-{i:04d}" for i in range(count)]

@@ -152,9 +152,9 @@ async def run_lws_mix(
 ) -> LwsMixResult:
     """`on_submitted(name, monotonic time)` is called as each create returns (bench.compare times
     the worker's pods from it)."""
-    from kube_runtime import api
     from kube_runtime.client import KubeClient
     from kube_runtime.informer import Informer
+    from kueue_domain import api
 
     run_id = secrets.token_hex(3)
     names = [f"lb-{run_id}-{i:04d}" for i in range(count)]

@@ -4,7 +4,7 @@
 
 The v1beta1 schema in each file is the source we edit by hand. This script derives the v1beta2
 schema from it with upstream Kueue's v1beta1 -> v1beta2 renames (the same ones
-kube_runtime/conversion.py applies to objects), makes v1beta2 the storage version, marks v1beta1
+kueue_domain/conversion.py applies to objects), makes v1beta2 the storage version, marks v1beta1
 deprecated with upstream's warning (MultiKueueConfig excepted, as upstream), and points
 `spec.conversion` at the worker_agent's `/convert` webhook (Service `kueue-webhook-service` in
 `kueue-system`; the agent injects its CA bundle).

@@ -21,13 +21,13 @@ from typing import Any
 
 import yaml
 
-from kube_runtime import api
 from kube_runtime.client import KubeClientError, NotFound
 from kube_runtime.credentials import CredentialsError
 from kube_runtime.logging import setup_logging
 from kubectl_multikueue import views
 from kubectl_multikueue.fleet import EVENT, JOB_SET, Fleet, Worker, describe_error
 from kubectl_multikueue.identity import IdentityError, create_identity
+from kueue_domain import api
 
 EXIT_OK, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_DEGRADED = 0, 1, 2, 3
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
-from kube_runtime import api
 from kube_runtime.client import ApiError, KubeClient, KubeClientError, NotFound
 from kube_runtime.credentials import CredentialsError
+from kueue_domain import api
 from manager.kubeconfig import CredentialError, kubeconfig_from_secret
 
 Obj = dict[str, Any]

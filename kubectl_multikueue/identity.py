@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from kube_runtime import api, credentials
+from kube_runtime import credentials
 from kube_runtime.client import AlreadyExists, ApiError, KubeClient, KubeClientError, NotFound
 from kubectl_multikueue.fleet import (
     CLIENT_OPTIONS,
@@ -24,6 +24,7 @@ from kubectl_multikueue.fleet import (
     SERVICE_ACCOUNT,
     default_kubeconfig,
 )
+from kueue_domain import api
 
 # The same file as deploy/rbac/multikueue-worker-clusterrole.yaml (a symbolic link in the source
 # tree, a copy in an installed package).

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 
 Obj = dict[str, Any]

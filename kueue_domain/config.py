@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from kube_runtime import api, features
-from kube_runtime.features import DEFAULT_GATES, FeatureGateError, FeatureGates
+from kueue_domain import api, features
+from kueue_domain.features import DEFAULT_GATES, FeatureGateError, FeatureGates
 from kueue_domain.resources import RequestConfig
 
 API_VERSION = "config.kueue.x-k8s.io/v1beta1"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 
 Obj = dict[str, Any]
 

@@ -37,9 +37,9 @@ from typing import Any
 import structlog
 import yaml
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from kueue_domain.config import (
     ANY,
     KNOWN_FRAMEWORKS,

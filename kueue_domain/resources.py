@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -14,7 +14,6 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from kube_runtime import api, features
 from kube_runtime.conditions import (
     find_status_condition,
     format_time,
@@ -23,7 +22,8 @@ from kube_runtime.conditions import (
     remove_status_condition,
     set_status_condition,
 )
-from kube_runtime.features import DEFAULT_GATES, FeatureGates
+from kueue_domain import api, features
+from kueue_domain.features import DEFAULT_GATES, FeatureGates
 
 Obj = dict[str, Any]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from kube_runtime.api import MULTIKUEUE_CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
+from kueue_domain.api import MULTIKUEUE_CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
 from localfleet.binaries import Binaries, read_versions
 from localfleet.common import (
     AGENT_COMPONENT,

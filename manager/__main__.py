@@ -7,9 +7,8 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from kube_runtime import features
 from kube_runtime.client import KubeClient
-from kueue_domain import bootstrap
+from kueue_domain import bootstrap, features
 from kueue_domain.bootstrap import Serve, StartupError
 from kueue_domain.config import Configuration
 from manager.config import ManagerOptions, parse_manager_config

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import is_status_condition_true
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from manager.status import write_active
 
 Obj = dict[str, Any]

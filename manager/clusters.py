@@ -12,12 +12,12 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from manager import kubeconfig as creds
 from manager.remote import RemoteClient
 from manager.status import write_active

@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain.config import Configuration, load_config, parse_config
 from manager.liveness import LivenessSettings
 
@@ -38,7 +38,7 @@ class ManagerOptions:
 
 
 def feature_enabled(config: Configuration, name: str) -> bool:
-    """A gate's effective value (upstream v0.19 default unless set); kube_runtime.features lists them."""
+    """A gate's effective value (upstream v0.19 default unless set); kueue_domain.features lists them."""
     return config.features.enabled(name)
 
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from kube_runtime import api
 from kube_runtime.conditions import find_status_condition
 from kube_runtime.informer import compact
+from kueue_domain import api
 
 if TYPE_CHECKING:
     from manager.remote import RemoteClient

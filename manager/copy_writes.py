@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.client import AlreadyExists, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 from manager.adapters.base import (
     Adapter,

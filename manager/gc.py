@@ -11,10 +11,10 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import api
 from manager.adapters.base import Adapter, delete_if_owned, owned_by, owner_gvk
 from manager.clusters import Remotes
 from manager.remote import RemoteClient

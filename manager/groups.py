@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import api
 
 Obj = dict[str, Any]
 INDEX_GROUP = "multikueueGroup"  # Workloads by "<namespace>/<owner GVK>/<owner name>"

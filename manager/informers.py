@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kube_runtime import api, features
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer, compact
+from kueue_domain import api, features
 from kueue_domain.config import Configuration
 from manager.adapters import Adapter, JobAdapter
 from manager.adapters.jobset import JobSetAdapter

@@ -18,8 +18,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from kube_runtime import api
-from kueue_domain import fields
+from kueue_domain import api, fields
 
 # The env var through which an exec plugin receives the ClusterProfile's exec extension data.
 CLUSTER_EXEC_CONFIG_ENV = "KUEUE_CLUSTER_EXEC_CONFIG"

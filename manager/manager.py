@@ -10,12 +10,12 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api, features
 from kube_runtime.client import KubeClient, KubeClientError, wait_until_served
 from kube_runtime.controller import Controller
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.ownwrites import OwnWrites
 from kube_runtime.shell import LeadershipLost, ShellProcess
+from kueue_domain import api, features
 from kueue_domain.bootstrap import process_shell
 from kueue_domain.config import Configuration
 from kueue_domain.metrics import ClientRequestsCollector

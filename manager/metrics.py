@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
-from kube_runtime import api
 from kube_runtime.clock import Clock
+from kueue_domain import api
 
 # The stages of one dispatch, in order; each histogram observes the time since the previous one.
 STAGES = ("quota_reserved", "dispatched", "remote_admitted", "check_ready", "status_mirrored")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import object_key
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 from manager.adapters.base import Adapter
 from manager.copies import DispatchError, Group, remote_copy

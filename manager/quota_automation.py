@@ -25,13 +25,13 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.apply import apply_body
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, set_status_condition
 from kube_runtime.controller import Result
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import api
 from kueue_domain.resources import QuantityError, parse_quantity, sum_quantities
 from manager.admissioncheck import AdmissionCheckController, config_name_or_empty, is_multikueue_check
 from manager.clusters import Remotes

@@ -21,11 +21,11 @@ from typing import Any
 import aiohttp
 import structlog
 
-from kube_runtime import api, conversion
 from kube_runtime.client import ConnectionLost, KubeClient, Unauthorized
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, Transform, compact, object_key
+from kueue_domain import api, conversion
 from manager import kubeconfig as creds
 from manager.liveness import Liveness, LivenessSettings
 
@@ -489,7 +489,7 @@ class RemoteClient:
     async def _check_served_version(self, kube: KubeClient) -> None:
         """Talk to the worker in a version it serves: v1beta2 where served (our CRDs, upstream
         Kueue v0.19 and later), v1beta1 otherwise (older upstream). Objects are converted in-process
-        (kube_runtime/conversion.py), so a worker that serves only one of them works as well."""
+        (kueue_domain/conversion.py), so a worker that serves only one of them works as well."""
         versions = await kube.served_versions(api.GROUP)
         if not versions:
             raise ConnectError(f"the worker does not serve {api.GROUP}: install Kueue's CRDs there")

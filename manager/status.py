@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, set_status_condition
+from kueue_domain import api
 from kueue_domain.workload import truncate_message
 
 Obj = dict[str, Any]

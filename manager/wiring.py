@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kube_runtime import api
 from kube_runtime.informer import object_key
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 from manager.admissioncheck import config_name_or_empty, is_multikueue_check
 from manager.groups import INDEX_GROUP

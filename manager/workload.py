@@ -11,13 +11,13 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import Conflict, KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 from manager.adapters.base import Adapter, owner_gvk
 from manager.admissioncheck import AdmissionCheckController

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import format_time
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.ownwrites import OwnWrites
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 from manager.admissioncheck import is_multikueue_check
 

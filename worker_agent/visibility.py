@@ -30,7 +30,6 @@ import orjson
 import structlog
 from aiohttp import web
 
-from kube_runtime import api
 from kube_runtime.clock import Clock
 from kube_runtime.delegated_auth import (
     AuthorizationError,
@@ -44,6 +43,7 @@ from kube_runtime.delegated_auth import (
     unauthorized_status,
 )
 from kube_runtime.tlsserver import RetryingTLSServer
+from kueue_domain import api
 from worker_agent.engine.workloads import WorkloadInfo
 
 log = structlog.get_logger("worker_agent.visibility")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kube_runtime import api
 from kube_runtime.client import NotFound
+from kueue_domain import api
 
 if TYPE_CHECKING:
     from manager.remote import RemoteClient

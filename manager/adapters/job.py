@@ -7,11 +7,11 @@ import contextlib
 import copy
 from typing import TYPE_CHECKING, Any
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, compact, object_key
+from kueue_domain import api
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     create_remote,

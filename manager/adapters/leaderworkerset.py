@@ -13,10 +13,10 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import api
 from kueue_domain.naming import group_workload_name
 from manager.adapters.base import delete_if_owned, owned_by, remote_object, waited
 

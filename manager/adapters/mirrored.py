@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.informer import Informer, compact
+from kueue_domain import api
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     create_remote,

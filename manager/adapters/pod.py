@@ -21,10 +21,10 @@ import contextlib
 import copy
 from typing import TYPE_CHECKING, Any
 
-from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.conditions import find_status_condition
 from kube_runtime.informer import Informer, compact
+from kueue_domain import api
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
     delete_if_owned,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from kube_runtime import api
 from kube_runtime.informer import Informer, compact
+from kueue_domain import api
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import delete_if_owned, remote_object, set_multikueue_meta
 

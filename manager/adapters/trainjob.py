@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 from manager.adapters.base import set_multikueue_meta
 from manager.adapters.mirrored import MirroredStatusAdapter, zeroed_jobs_status_patch
 from manager.adapters.mirrored import status_patch as status_patch  # the mirror's patch, named here too

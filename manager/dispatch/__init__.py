@@ -6,7 +6,7 @@ external: nominations are written by another controller."""
 
 from __future__ import annotations
 
-from kube_runtime import api
+from kueue_domain import api
 
 ALL_AT_ONCE = api.DISPATCHER_ALL_AT_ONCE
 INCREMENTAL = api.DISPATCHER_INCREMENTAL

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kube_runtime import api
 from kube_runtime.clock import Clock
 from kube_runtime.controller import Result
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 from manager.admissioncheck import AdmissionCheckController
 from manager.dispatch.base import KeepNominations, Nominations

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.clock import Clock
+from kueue_domain import api
 from manager.clusters import Remotes
 from manager.remote import COPY_REFUSED, copy_state
 

@@ -66,9 +66,9 @@ from fleet_kit import (
 from test_multikueue_lws_e2e import WORKER_LOST_TIMEOUT, lws_manifest
 
 import localfleet
-from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, KubeClientError, NotFound
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 
 # The fleet's start is in the budget: about 1 min, 2 under load; the long form runs about 10 min.

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from test_worker_agent_process import free_port, http_get, wait_until
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -48,7 +48,7 @@ from fleet_kit import (
     wait_until,
 )
 
-from kube_runtime import api
+from kueue_domain import api
 from manager.adapters.leaderworkerset import ANNOTATION_WORKER_CLUSTER
 
 pytestmark = pytest.mark.realcluster

@@ -33,7 +33,7 @@ from fleet_kit import (
     wait_until,
 )
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -15,9 +15,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.conditions import find_status_condition
+from kueue_domain import api
 from kueue_domain.config import parse_config
 from worker_agent.agent import Agent
 

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
+from kueue_domain import api
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ from typing import Any
 
 from admission_kit import cluster_queue, eventually, local_queue, resource_flavor, running_agent, unique
 
-from kube_runtime import api
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
 from kube_runtime.conditions import find_status_condition
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from manager.config import ManagerOptions, parse_manager_config
 from manager.manager import Manager
 

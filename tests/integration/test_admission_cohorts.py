@@ -20,8 +20,8 @@ from admission_kit import (
     workload,
 )
 
-from kube_runtime import api
 from kube_runtime.client import NotFound
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

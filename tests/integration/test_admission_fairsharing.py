@@ -21,7 +21,7 @@ from admission_kit import (
     workload,
 )
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -21,8 +21,8 @@ from admission_kit import (
     workload,
 )
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
+from kueue_domain import api
 from worker_agent.admission import writes as admission
 from worker_agent.controllers import workload as workload_controller
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.apply import apply_body, apply_object, apply_status_if_changed
 from kube_runtime.client import Conflict, NotFound
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

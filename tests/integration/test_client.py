@@ -9,7 +9,6 @@ import pytest
 import yaml
 from admission_kit import workload
 
-from kube_runtime import api
 from kube_runtime.client import (
     AlreadyExists,
     Conflict,
@@ -19,6 +18,7 @@ from kube_runtime.client import (
     NotFound,
 )
 from kube_runtime.events import EventRecorder
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

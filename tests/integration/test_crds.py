@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

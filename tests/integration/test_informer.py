@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import Gone, KubeClient
 from kube_runtime.informer import Informer, strip_managed_fields
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

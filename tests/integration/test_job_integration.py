@@ -26,9 +26,8 @@ from admission_kit import (
     unique,
 )
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
-from kueue_domain import naming
+from kueue_domain import api, naming
 
 pytestmark = pytest.mark.realcluster
 

@@ -20,8 +20,7 @@ from admission_kit import (
 from multikueue_kit import job_set
 from test_job_integration import job_agent, queues, worker_cluster  # noqa: F401 (fixture)
 
-from kube_runtime import api
-from kueue_domain import naming
+from kueue_domain import api, naming
 
 pytestmark = pytest.mark.realcluster
 

@@ -28,8 +28,8 @@ from admission_kit import (
     unique,
 )
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
+from kueue_domain import api
 from kueue_domain.operator_config import KUEUE, MANAGED_NAMESPACE_LABEL
 
 pytestmark = pytest.mark.realcluster

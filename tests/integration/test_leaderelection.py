@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
 from kube_runtime.leaderelection import LeaderElector
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

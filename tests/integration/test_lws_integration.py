@@ -22,8 +22,8 @@ from admission_kit import (
     with_priority,
 )
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

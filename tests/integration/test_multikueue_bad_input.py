@@ -32,8 +32,8 @@ from multikueue_kit import (
     multikueue,
 )
 
-from kube_runtime import api
 from kube_runtime.client import Invalid, KubeClient, NotFound
+from kueue_domain import api
 from manager.config import parse_manager_config
 from manager.manager import Manager
 

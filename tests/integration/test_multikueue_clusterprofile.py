@@ -13,7 +13,7 @@ import pytest
 import yaml
 from multikueue_kit import CONFIG_NAMESPACE, eventually, multikueue
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

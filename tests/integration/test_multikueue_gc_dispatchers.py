@@ -9,7 +9,7 @@ import pytest
 from admission_kit import consistently, unique, workload
 from multikueue_kit import TEST_OPTIONS, check_state, eventually, mk_job, multikueue
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

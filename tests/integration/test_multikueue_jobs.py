@@ -10,7 +10,7 @@ import pytest
 from admission_kit import local_queue, workload
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -10,7 +10,7 @@ import pytest
 from admission_kit import workload
 from multikueue_kit import JOB_SET_FRAMEWORKS, check_state, condition, eventually, job_set, multikueue
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

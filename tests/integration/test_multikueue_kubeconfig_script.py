@@ -22,9 +22,9 @@ import pytest
 import yaml
 from admission_kit import cluster_queue, unique, workload
 
-from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient, NotFound
 from kube_runtime.conditions import format_time
+from kueue_domain import api
 from kueue_domain.config import parse_config
 
 pytestmark = pytest.mark.realcluster

@@ -16,7 +16,7 @@ from admission_kit import consistently
 from multikueue_kit import TEST_OPTIONS, check_state, condition, eventually, mk_job, multikueue
 from tcp_relay import TcpRelay
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -13,8 +13,8 @@ from admission_kit import consistently, workload
 from multikueue_kit import LWS_FRAMEWORKS as FRAMEWORKS
 from multikueue_kit import check_state, eventually, lws, multikueue
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
+from kueue_domain import api
 from manager.adapters.leaderworkerset import ANNOTATION_WORKER_CLUSTER
 
 pytestmark = pytest.mark.realcluster

@@ -13,8 +13,8 @@ import contextlib
 import pytest
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue, observed
 
-from kube_runtime import api
 from kube_runtime.client import NotFound
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

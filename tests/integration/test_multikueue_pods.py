@@ -12,8 +12,8 @@ import contextlib
 import pytest
 from multikueue_kit import check_state, condition, eventually, multikueue
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient, NotFound
+from kueue_domain import api
 from kueue_domain.naming import workload_name
 
 pytestmark = pytest.mark.realcluster

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

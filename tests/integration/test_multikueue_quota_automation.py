@@ -13,8 +13,8 @@ import pytest
 from admission_kit import consistently, local_queue, resource_flavor, unique
 from multikueue_kit import CONFIG_NAMESPACE, MultiKueueEnv, condition, eventually, multikueue
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

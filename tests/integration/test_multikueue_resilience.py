@@ -12,8 +12,8 @@ import yaml
 from admission_kit import consistently, workload
 from multikueue_kit import check_state, condition, eventually, mk_job, multikueue
 
-from kube_runtime import api
 from kube_runtime.conditions import format_time
+from kueue_domain import api
 from kueue_domain import workload as wlutil
 
 pytestmark = pytest.mark.realcluster

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from multikueue_kit import TEST_OPTIONS, eventually, multikueue
 
-from kube_runtime import api
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -18,7 +18,7 @@ from multikueue_kit import (
     training_runtime,
 )
 
-from kube_runtime import api
+from kueue_domain import api
 from worker_agent.integrations.trainjob import new_kueue_runtime_patch
 
 pytestmark = pytest.mark.realcluster

@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.apply import apply_object
 from kube_runtime.controller import Controller
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

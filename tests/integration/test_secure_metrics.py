@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube_runtime import api, delegated_auth
+from kube_runtime import delegated_auth
 from kube_runtime.client import AlreadyExists, KubeClient, NotFound
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

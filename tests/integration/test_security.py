@@ -12,8 +12,8 @@ import pytest
 import yaml
 from multikueue_kit import check_state, eventually, mk_job, multikueue
 
-from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -20,8 +20,8 @@ from admission_kit import (
     with_priority,
 )
 
-from kube_runtime import api
 from kube_runtime.client import NotFound
+from kueue_domain import api
 from kueue_domain.naming import workload_name
 
 pytestmark = pytest.mark.realcluster

@@ -22,8 +22,7 @@ from admission_kit import (
 from multikueue_kit import train_job, training_runtime
 from test_job_integration import job_agent, queues, worker_cluster  # noqa: F401 (fixture)
 
-from kube_runtime import api
-from kueue_domain import naming
+from kueue_domain import api, naming
 from worker_agent.integrations.trainjob import kueue_runtime_patch, new_kueue_runtime_patch
 
 pytestmark = pytest.mark.realcluster

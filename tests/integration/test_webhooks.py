@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import ApiError, KubeClient, NotFound
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from kueue_domain.config import parse_config
 from worker_agent.webhooks.certs import CertManager
 from worker_agent.webhooks.common import Lookups

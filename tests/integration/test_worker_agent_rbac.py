@@ -21,8 +21,9 @@ from admission_kit import (
     workload,
 )
 
-from kube_runtime import api, delegated_auth
+from kube_runtime import delegated_auth
 from kube_runtime.client import KubeClient
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -11,9 +11,9 @@ import contextlib
 
 import pytest
 
-from kube_runtime import features
 from kube_runtime.client import KubeClient
 from kube_runtime.ratelimit import HIGH, LOW
+from kueue_domain import features
 from kueue_domain.config import parse_config
 from worker_agent.admission import AdmissionState
 from worker_agent.engine.scheduler import CycleResult, Preempt, Requeue

@@ -10,9 +10,9 @@ import asyncio
 import datetime as dt
 import types
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
 from kube_runtime.ownwrites import OwnWrites
+from kueue_domain import api
 from manager.workload_status import WorkloadStatus
 from worker_agent.admission import AdmissionState
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube_runtime import api
+from kueue_domain import api
 
 
 def test_key_strings_match_upstream():

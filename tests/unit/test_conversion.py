@@ -1,4 +1,4 @@
-"""kube_runtime/conversion.py (v1beta1 <-> v1beta2 of every Kueue kind), the /convert webhook's
+"""kueue_domain/conversion.py (v1beta1 <-> v1beta2 of every Kueue kind), the /convert webhook's
 ConversionReview handling, and hack/crd_versions.py's v1beta2 schemas agreeing with both."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kube_runtime import conversion
-from kube_runtime.conversion import ConversionError, convert, topology_to_v1beta1, topology_to_v1beta2
+from kueue_domain import conversion
+from kueue_domain.conversion import ConversionError, convert, topology_to_v1beta1, topology_to_v1beta2
 from worker_agent.webhooks import convert as convert_webhook
 
 ROOT = Path(__file__).resolve().parents[2]

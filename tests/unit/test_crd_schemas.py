@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube_runtime import api
+from kueue_domain import api
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 # The standard Kubernetes resource.Quantity regular expression.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain.config import parse_config
 from worker_agent.integrations import enabled_frameworks
 from worker_agent.webhooks import deployment, pod

@@ -1,4 +1,4 @@
-"""kube_runtime.features: upstream v0.19's gates and defaults, how they are set (Configuration's
+"""kueue_domain.features: upstream v0.19's gates and defaults, how they are set (Configuration's
 featureGates, --feature-gates), what is refused, and that docs/feature-gates.md matches."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kube_runtime import features
-from kube_runtime.features import GATES, FeatureGateError
+from kueue_domain import features
 from kueue_domain.config import ConfigError, parse_config, with_feature_gate_flag
+from kueue_domain.features import GATES, FeatureGateError
 from manager.config import parse_manager_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,8 @@ import hashlib
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import Conflict, NotFound
-from kueue_domain import naming
+from kueue_domain import api, naming
 from worker_agent.integrations import framework
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from kube_runtime import api
-from kueue_domain import naming
+from kueue_domain import api, naming
 from worker_agent.integrations import framework
 from worker_agent.integrations import job as job_mod
 

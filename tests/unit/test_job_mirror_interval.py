@@ -9,8 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.adapters import base as adapters_base
 from manager.adapters.base import MIRROR_MIN_INTERVAL_SECONDS, waited
 from manager.adapters.job import JobAdapter, progress_only, remote_job_copy, stopping_status

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.adapters.jobset import (
     JobSetAdapter,
     job_set_finished,

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain.config import parse_config
 from worker_agent.integrations import INTEGRATIONS, enabled_frameworks, framework
 from worker_agent.integrations import jobset as js_mod

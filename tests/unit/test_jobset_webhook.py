@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube_runtime import api
-from kueue_domain import fields
+from kueue_domain import api, fields
 from kueue_domain.config import parse_config
 from worker_agent.webhooks import common, jobset
 from worker_agent.webhooks.common import Facts, Lookups

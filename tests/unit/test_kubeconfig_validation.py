@@ -12,7 +12,8 @@ import os
 import pytest
 import yaml
 
-from kube_runtime import api, credentials
+from kube_runtime import credentials
+from kueue_domain import api
 from manager import kubeconfig as kc
 from manager.kubeconfig import AccessProvider, CredentialError
 

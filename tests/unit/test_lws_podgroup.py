@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from kube_runtime import api
-from kueue_domain import naming
+from kueue_domain import api, naming
 from worker_agent.integrations import leaderworkerset as lws_mod
 from worker_agent.integrations import podgroup
 

@@ -8,8 +8,8 @@ import copy
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.adapters import JobAdapter, OwnershipError, check_ownership
 from manager.adapters.job import merge_patch, mirrored_status, remote_job_copy
 

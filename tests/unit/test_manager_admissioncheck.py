@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.admissioncheck import AdmissionCheckController, ParametersError, config_name
 
 PARAMS = {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "mkc-config"}

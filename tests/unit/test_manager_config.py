@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube_runtime import features
+from kueue_domain import features
 from kueue_domain.config import ConfigError
 from manager.config import feature_enabled, parse_manager_config
 

@@ -19,9 +19,9 @@ from collections import OrderedDict
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import NotFound
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.copy_writes import RemoteCopies
 from manager.remote import CREATED_UNSEEN_SECONDS, RemoteClient
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import types
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.workload_status import WorkloadStatus
 
 

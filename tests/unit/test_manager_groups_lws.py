@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from kueue_domain.naming import group_workload_name
 from manager.adapters.leaderworkerset import (
     ANNOTATION_SPEC_HASH,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
 from kube_runtime.controller import Result
+from kueue_domain import api
 from manager.dispatch.incremental import IncrementalDispatcher, NoMoreWorkers
 
 KEY = "team-a/wl"

@@ -5,8 +5,8 @@ refuses the copy, or when its round ends without an admission."""
 
 from __future__ import annotations
 
-from kube_runtime import api
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.dispatch import LEAST_LOADED, is_external
 from manager.dispatch.least_loaded import UNSEEN_NOMINATION_SECONDS, LeastLoadedChoice, refused
 from manager.remote import COPY_HOLDING, COPY_REFUSED, COPY_WAITING, copy_state

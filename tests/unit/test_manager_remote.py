@@ -9,9 +9,9 @@ import datetime as dt
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import NotFound
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.adapters.base import foreign_object
 from manager.clusters import Remotes
 from manager.remote import (

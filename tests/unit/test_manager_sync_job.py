@@ -8,9 +8,9 @@ import types
 
 import pytest
 
-from kube_runtime import api
 from kube_runtime.client import AlreadyExists, NotFound
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from manager.adapters.base import OwnershipError
 from manager.copy_writes import RemoteCopies
 from manager.remote import RemoteClient

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from kube_runtime import api
+from kueue_domain import api
 from manager.adapters.base import owner_gvk
 from manager.copies import (
     SPEC_DIGEST_KEY,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from kube_runtime import api
+from kueue_domain import api
 from manager.adapters.pod import (
     PodAdapter,
     group_index,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kube_runtime import api, features
+from kueue_domain import api, features
 from kueue_domain.resources import format_quantity, parse_quantity, quantity_format, sum_quantities
 from manager.quota_automation import (
     WorkerQueues,

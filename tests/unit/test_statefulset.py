@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain.config import parse_config
 from kueue_domain.naming import workload_name
 from manager.adapters.statefulset import StatefulSetAdapter, remote_statefulset_copy

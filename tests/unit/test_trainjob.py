@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube_runtime import api
-from kueue_domain import fields
+from kueue_domain import api, fields
 from kueue_domain.config import parse_config
 from manager.adapters.trainjob import (
     released_status_patch,

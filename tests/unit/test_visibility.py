@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kube_runtime import api
+from kueue_domain import api
 from worker_agent import visibility
 from worker_agent.engine import ClusterQueuePending, WorkloadInfo
 

@@ -12,9 +12,9 @@ import stat
 import pytest
 from cryptography import x509
 
-from kube_runtime import api
 from kube_runtime.client import AlreadyExists, Conflict, Forbidden, NotFound
 from kube_runtime.clock import FakeClock
+from kueue_domain import api
 from kueue_domain.config import ConfigError, parse_config
 from worker_agent.webhooks import certs
 from worker_agent.webhooks.review import apply_json_patch

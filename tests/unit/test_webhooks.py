@@ -13,8 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from kube_runtime import api
-from kueue_domain import fields
+from kueue_domain import api, fields
 from kueue_domain.config import parse_config
 from worker_agent.webhooks import OwnerInformers, certs, job, leaderworkerset, pod
 from worker_agent.webhooks.common import Facts, Lookups

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 
-from kube_runtime import api, features
+from kueue_domain import api, features
 from kueue_domain import workload as w
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kube_runtime import api, features
 from kube_runtime.client import KubeClient
 from kube_runtime.clock import Clock
 from kube_runtime.events import EventRecorder
+from kueue_domain import api, features
 from kueue_domain.config import Configuration
 from worker_agent.engine import QueueManager, Scheduler, SchedulerConfig, Snapshot
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from kube_runtime import features
 from kube_runtime.labels import selector_matches
+from kueue_domain import features
 from worker_agent.admission.core import AdmissionCore
 from worker_agent.admission.decision_log import DecisionLog
 from worker_agent.engine import (

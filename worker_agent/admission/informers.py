@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.client import KubeClient
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from worker_agent.admission.core import AdmissionCore, Obj
 
 INDEX_QUEUE = "queue"  # workloads by "<namespace>/<queueName>"

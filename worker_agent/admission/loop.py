@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import time
 
-from kube_runtime import api
+from kueue_domain import api
 from worker_agent.admission.core import AdmissionCore
 from worker_agent.admission.decision_log import DecisionLog
 from worker_agent.engine.scheduler import Admit, CycleResult, Preempt, Requeue

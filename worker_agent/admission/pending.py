@@ -10,9 +10,9 @@ import dataclasses
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import KubeClientError, NotFound
 from kube_runtime.ratelimit import HIGH, LOW
+from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from kueue_domain.resources import resource_list_to_api
 from worker_agent.admission.core import Obj

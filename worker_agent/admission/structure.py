@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kube_runtime import api
 from kube_runtime.informer import object_key
+from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from worker_agent.admission.core import Obj
 from worker_agent.admission.informers import INDEX_CLUSTER_QUEUE, INDEX_QUEUE, AdmissionInformers

@@ -7,9 +7,9 @@ import time
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import KubeClientError, NotFound
 from kube_runtime.ratelimit import HIGH
+from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from worker_agent.admission.lookups import WorkloadLookups
 from worker_agent.engine.scheduler import Admit, Preempt

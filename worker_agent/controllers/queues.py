@@ -11,12 +11,12 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.apply import apply_status_if_changed, set_finalizer
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import find_status_condition, set_status_condition
 from kube_runtime.controller import Result
+from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from kueue_domain.resources import format_amount
 from worker_agent.admission import INDEX_CLUSTER_QUEUE, INDEX_PRIORITY_CLASS, AdmissionState

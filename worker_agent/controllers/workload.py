@@ -14,13 +14,13 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from kube_runtime import api, features
 from kube_runtime.apply import set_finalizer
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.conditions import parse_time
 from kube_runtime.controller import Result
 from kube_runtime.events import EventRecorder
+from kueue_domain import api, features
 from kueue_domain import workload as wlstatus
 from worker_agent.admission import AdmissionState
 from worker_agent.controllers.workload_timers import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.conditions import parse_time
 from kube_runtime.controller import Result
+from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from kueue_domain.config import WaitForPodsReady
 

@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kube_runtime import api
+from kueue_domain import api
 
 from .ordering import QueueManager
 from .snapshot import Snapshot

@@ -11,7 +11,7 @@ import heapq
 import itertools
 from collections.abc import Iterable
 
-from kube_runtime import api
+from kueue_domain import api
 
 from .snapshot import Snapshot
 from .workloads import WorkloadInfo

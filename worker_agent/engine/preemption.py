@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain.resources import FlavorResource
 
 from .fairsharing import Share, dominant_resource_share

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.labels import selector_matches
+from kueue_domain import api
 from kueue_domain.resources import FlavorResource
 
 from . import gang as gangs

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain import resources as res
 from kueue_domain.resources import FlavorResource
 

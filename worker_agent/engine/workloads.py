@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 from kueue_domain import resources as res
 from kueue_domain.resources import FlavorResource, RequestConfig
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.apply import set_finalizer
 from kube_runtime.client import ApiError, NotFound
+from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from kueue_domain.resources import QuantityError, parse_quantity
 

@@ -29,13 +29,12 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.labels import selector_matches
 from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
-from kueue_domain import naming
+from kueue_domain import api, naming
 from kueue_domain import workload as wlstatus
 from worker_agent.integrations import framework
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.apply import set_finalizer
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from kueue_domain.naming import LWS_KIND, group_workload_name
 from worker_agent.integrations import framework

@@ -15,12 +15,11 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.apply import set_finalizer
 from kube_runtime.client import ApiError, Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
-from kueue_domain import naming
+from kueue_domain import api, naming
 from kueue_domain import workload as wlstatus
 from worker_agent.integrations import framework
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
+from kueue_domain import api
 from worker_agent.integrations import framework
 from worker_agent.webhooks import common
 from worker_agent.webhooks import statefulset as sts_webhook

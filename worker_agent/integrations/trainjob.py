@@ -42,12 +42,11 @@ from typing import Any
 
 import structlog
 
-from kube_runtime import api
 from kube_runtime.client import Conflict, Forbidden, Invalid, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
 from kube_runtime.labels import selector_matches
-from kueue_domain import naming
+from kueue_domain import api, naming
 from kueue_domain import workload as wlstatus
 from worker_agent.integrations import framework
 from worker_agent.integrations.jobset import pods_count, pods_count_per_replica, replicas

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from kube_runtime import api
 from kube_runtime.informer import Informer
+from kueue_domain import api
 from worker_agent.webhooks.certs import CertManager, FileCerts
 from worker_agent.webhooks.common import Lookups
 from worker_agent.webhooks.server import WebhookServer

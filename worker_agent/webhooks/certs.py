@@ -31,7 +31,6 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
-from kube_runtime import api
 from kube_runtime.certs import (  # noqa: F401 - re-exported: the webhook certificates' helpers
     BACKDATE,
     CA_COMMON_NAME,
@@ -43,6 +42,7 @@ from kube_runtime.certs import (  # noqa: F401 - re-exported: the webhook certif
 )
 from kube_runtime.client import ApiError, Conflict, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
+from kueue_domain import api
 from kueue_domain.config import Configuration
 from worker_agent.visibility import APISERVICE_NAMES
 from worker_agent.visibility import SERVICE_NAME as VISIBILITY_SERVICE_NAME

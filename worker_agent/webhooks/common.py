@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kube_runtime import api, features
 from kube_runtime.labels import selector_matches
-from kueue_domain import fields
+from kueue_domain import api, features, fields
 from kueue_domain.config import Configuration
 from kueue_domain.fields import ANNOTATIONS, LABELS, FieldError
 from kueue_domain.naming import prebuilt_workload_name
@@ -112,7 +111,7 @@ class Facts:
 
 
 def gate(config: Configuration, name: str) -> bool:
-    """A feature gate the webhooks honour, at upstream's default unless set (kube_runtime.features)."""
+    """A feature gate the webhooks honour, at upstream's default unless set (kueue_domain.features)."""
     return config.features.enabled(name)
 
 

@@ -1,5 +1,5 @@
 """The CRD conversion webhook (`/convert`): a ConversionReview (apiextensions.k8s.io/v1) in, every
-object converted to the desired `kueue.x-k8s.io` version out (kube_runtime/conversion.py has the
+object converted to the desired `kueue.x-k8s.io` version out (kueue_domain/conversion.py has the
 rules). A request the rules cannot serve gets `result.status: Failure` with a message that says why,
 which the apiserver shows to the client; nothing is half converted."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_runtime import conversion
+from kueue_domain import conversion
 
 Obj = dict[str, Any]
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kube_runtime import api
-from kueue_domain import fields
+from kueue_domain import api, fields
 from kueue_domain.config import Configuration
 from kueue_domain.fields import ANNOTATIONS, FieldError
 from worker_agent.webhooks import common

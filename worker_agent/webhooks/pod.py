@@ -18,8 +18,7 @@ import copy
 import hashlib
 from typing import Any
 
-from kube_runtime import api
-from kueue_domain import fields
+from kueue_domain import api, fields
 from kueue_domain.config import Configuration
 from kueue_domain.fields import ANNOTATIONS, LABELS, FieldError
 from kueue_domain.naming import prebuilt_workload_name

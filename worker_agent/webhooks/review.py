@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube_runtime import api
+from kueue_domain import api
 
 Obj = dict[str, Any]
 

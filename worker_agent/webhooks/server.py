@@ -21,12 +21,11 @@ import orjson
 import structlog
 from aiohttp import web
 
-from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient, KubeClientError, NotFound
 from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer
 from kube_runtime.tlsserver import RetryingTLSServer
-from kueue_domain import fields
+from kueue_domain import api, fields
 from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
 from worker_agent.webhooks import (

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kube_runtime import api, features
+from kueue_domain import api, features
 from kueue_domain.config import Configuration
 from kueue_domain.fields import FieldError
 from worker_agent.integrations.trainjob import kueue_runtime_patch, new_kueue_runtime_patch

@@ -2,7 +2,7 @@
 
 from engine_builders import admitted, cluster_queue, snapshot, workload_obj
 
-from kube_runtime import api
+from kueue_domain import api
 from worker_agent.engine import QueueManager, Scheduler
 from worker_agent.engine.workloads import WorkloadInfo
 

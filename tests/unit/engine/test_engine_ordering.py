@@ -1,6 +1,6 @@
 from engine_builders import workload
 
-from kube_runtime import api
+from kueue_domain import api
 from worker_agent.engine import ClusterQueuePending, QueueManager, WorkloadInfo
 from worker_agent.engine.workloads import queue_order_time
 

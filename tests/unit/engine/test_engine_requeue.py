@@ -10,7 +10,7 @@ from pathlib import Path
 from engine_builders import cluster_queue, snapshot, workload
 from engine_replay import load, replay
 
-from kube_runtime import api
+from kueue_domain import api
 from worker_agent.engine import (
     REQUEUE_BATCH_SECONDS,
     Admit,

@@ -447,8 +447,8 @@ class KubeClient:
         return dataclasses.replace(resource, version=version), resource.version
 
     async def wire_api_version(self, api_version: str, kind: str) -> str:
-        """`api_version` of an object of `kind` as this server names it: a Kueue object our processes
-        hold as v1beta1 is `kueue.x-k8s.io/v1beta2` where that is spoken on the wire (an Event about it
+        """`api_version` of an object of `kind` as this server names it: an object of a group with a codec
+        is named in the version spoken on the wire, not the one our processes hold (an Event about it
         must say so: `kubectl events --for workload/NAME` asks for the server's preferred version).
         Negotiates the group's version first if this client has not spoken it yet."""
         group, _, version = api_version.rpartition("/")

@@ -244,8 +244,8 @@ class EventRecorder:
         self._cache[key] = _Series(created, 1, now, now_mono, 1, now_mono)
 
     async def _on_wire(self, ref: Obj | None) -> Obj | None:
-        """The reference with the apiVersion the server speaks for its kind (upstream's Events about
-        a Workload name kueue.x-k8s.io/v1beta2, the version its controllers hold)."""
+        """The reference with the apiVersion the server speaks for its kind (upstream Kueue's Events
+        about a Workload name its v1beta2, the version its controllers hold)."""
         if not ref or not ref.get("apiVersion") or not ref.get("kind"):
             return ref
         version = await self.client.wire_api_version(ref["apiVersion"], ref["kind"])

@@ -7,7 +7,7 @@ Workload writes do not wait behind ClusterQueue status writes or Events. `Resour
 reproduces that: the bucket is chosen by the request path's API group, version and resource.
 
 Within one bucket, requests wait in two lanes. `LOW` priority requests (informational writes that
-a newer one supersedes, such as a pending workload's QuotaReserved=False message) only use spare
+a newer one supersedes, such as a pending workload's status message) only use spare
 budget: a token when no `HIGH` one waits and the bucket is at least half full, or after waiting
 `LOW_MAX_WAIT` seconds. A saturated budget goes to the writes that move work first.
 """
@@ -194,7 +194,7 @@ class ResourceRateLimits:
 
 def resource_type_of_path(path: str) -> str:
     """`<group>/<version>/<resource>` of a request path (subresources share their resource's
-    bucket, as they share its REST client in client-go): `kueue.x-k8s.io/v1beta1/workloads`,
+    bucket, as they share its REST client in client-go): `batch/v1/jobs`,
     `v1/pods`; other paths (discovery, /version) map to their first two segments."""
     group_version, resource, _ = parse_api_path(path)
     return f"{group_version}/{resource}" if resource else group_version

@@ -59,8 +59,8 @@ class Resource:
 
 def parse_api_path(path: str) -> tuple[str, str, str]:
     """(group/version, resource, subresource) of a request path, the inverse of `api_path`:
-    `/apis/kueue.x-k8s.io/v1beta1/namespaces/n/workloads/w/status` gives
-    ("kueue.x-k8s.io/v1beta1", "workloads", "status"), `/api/v1/namespaces/n` ("v1", "namespaces", "").
+    `/apis/batch/v1/namespaces/n/jobs/j/status` gives ("batch/v1", "jobs", "status"),
+    `/api/v1/namespaces/n` ("v1", "namespaces", "").
     Other paths (discovery, /version) give their first two segments as the group/version."""
     parts = path.split("?", 1)[0].strip("/").split("/")
     if parts[0] == "api":

@@ -9,13 +9,16 @@ at the next reconnect of an exponential backoff that may be minutes away."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
-from kube_runtime.client import ConnectionLost
+from kube_runtime.client import ConnectionLost, KubeClient
 from kube_runtime.clock import Clock
 
 log = structlog.get_logger("manager.liveness")
@@ -118,3 +121,101 @@ class Liveness:
         self.silence = silence_message(self.server, self.clock.monotonic() - self.last_heard())
         log.warning("a worker stopped answering", server=self.server, message=self.silence)
         self._on_silent(self.silence, since)
+
+
+class Silent(Exception):
+    """A connection attempt given up because the worker fell silent; the text is the silence's."""
+
+
+class WorkerProbe:
+    """One worker's Liveness over a client of its own (so it outlives the main connection's
+    reconnects), for one kubeconfig at a time. `silent` is set while the worker answers nothing."""
+
+    def __init__(
+        self,
+        name: str,
+        clock: Clock,
+        settings: LivenessSettings,
+        *,
+        heard_elsewhere: Callable[[], float | None],
+        on_silent: Callable[[str, dt.datetime], None],
+        on_answer: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.clock = clock
+        self.settings = settings
+        self._heard_elsewhere = heard_elsewhere
+        self._on_silent = on_silent
+        self._on_answer = on_answer
+        self.liveness: Liveness | None = None
+        self.silent = asyncio.Event()
+        self._silence = ""
+        self._task: asyncio.Task[None] | None = None
+        self._kube: KubeClient | None = None
+
+    @property
+    def silence(self) -> str:
+        """What the silence is, while the worker is silent ("" otherwise)."""
+        return self._silence if self.silent.is_set() else ""
+
+    async def start(self, kubeconfig: dict[str, Any]) -> None:
+        await self.stop()
+        if not self.settings.enabled:
+            return
+        try:
+            interval = self.settings.probe_interval
+            kube = await KubeClient.from_kubeconfig_dict(kubeconfig, tcp_keepalive=interval)
+        except Exception as exc:  # credentials the main client will name when it fails the same way
+            log.debug("no liveness probe for a worker", cluster=self.name, error=str(exc))
+            return
+        self._kube = kube
+        self.liveness = Liveness(
+            kube.host,
+            self.clock,
+            self.settings,
+            probe=kube.probe,
+            heard_elsewhere=self._heard_elsewhere,
+            on_silent=self._silent,
+            on_answer=self._answer,
+        )
+        self._task = asyncio.create_task(self.liveness.run(), name=f"liveness-{self.name}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.liveness = None
+        self.silent.clear()
+        if self._kube is not None:
+            kube, self._kube = self._kube, None
+            await kube.close()
+
+    def _silent(self, message: str, since: dt.datetime) -> None:
+        self._silence = message
+        self.silent.set()
+        self._on_silent(message, since)
+
+    def _answer(self) -> None:
+        self.silent.clear()
+        self._on_answer()
+
+    async def unless_silent(self, attempt: Awaitable[None]) -> None:
+        """Awaits `attempt` (a connection), given up with Silent when the worker is or falls silent
+        first: no TLS handshake is left hanging into a black hole until its timeouts."""
+        future = asyncio.ensure_future(attempt)
+        if self.silent.is_set():
+            future.cancel()
+        silent = asyncio.ensure_future(self.silent.wait())
+        try:
+            await asyncio.wait({future, silent}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            silent.cancel()
+            if not future.done():
+                future.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await future
+        if future.cancelled():
+            raise Silent(self.silence)
+        future.result()  # the attempt's own failure, if any

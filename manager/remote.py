@@ -27,7 +27,7 @@ from kube_runtime.conditions import find_status_condition, format_time
 from kube_runtime.informer import Informer, Transform, compact, object_key
 from kueue_domain import api, conversion
 from manager import kubeconfig as creds
-from manager.liveness import Liveness, LivenessSettings
+from manager.liveness import LivenessSettings, WorkerProbe
 
 log = structlog.get_logger("manager.remote")
 
@@ -187,11 +187,15 @@ class RemoteClient:
         self._inactivity_timeout = inactivity_timeout
         self._liveness_settings = liveness or LivenessSettings()
         self._on_reachable = on_reachable
-        # Probes the worker with a client of its own while a kubeconfig is set (manager/liveness.py).
-        self.liveness: Liveness | None = None
-        self._liveness_task: asyncio.Task[None] | None = None
-        self._probe_kube: KubeClient | None = None
-        self._silent = asyncio.Event()
+        # Probes the worker with a client of its own while a kubeconfig is set.
+        self.probe = WorkerProbe(
+            name,
+            clock,
+            self._liveness_settings,
+            heard_elsewhere=lambda: self.kube.last_heard if self.kube is not None else None,
+            on_silent=self._fell_silent,
+            on_answer=self._answers_again,
+        )
         self.lock = asyncio.Lock()
         self.kube: KubeClient | None = None
         self.config: Obj | None = None
@@ -350,14 +354,14 @@ class RemoteClient:
             self.config = kubeconfig
             self.failed_attempts = 0
             self.next_attempt = None
-            await self._start_liveness(kubeconfig)
+            await self.probe.start(kubeconfig)
         now = self.clock.now()
         if not self.connected and self.next_attempt is not None and self.next_attempt > now:
             return (self.next_attempt - now).total_seconds(), ""
         try:
-            await self._connect_unless_silent(kubeconfig)
+            await self.probe.unless_silent(self._connect(kubeconfig))
         except Exception as exc:  # any failure: count it and back off
-            silence = self.liveness.silence if self.liveness is not None else ""
+            silence = self.probe.silence
             self._last_error = silence or describe_error(exc, self.server, kubeconfig, self.clock.now())
             self.mark_disconnected()
             await self.stop_watches()
@@ -376,74 +380,17 @@ class RemoteClient:
 
     # -- liveness ----------------------------------------------------------------------------
 
-    async def _start_liveness(self, kubeconfig: Obj) -> None:
-        await self._stop_liveness()
-        settings = self._liveness_settings
-        if not settings.enabled:
-            return
-        try:
-            probe_kube = await KubeClient.from_kubeconfig_dict(
-                kubeconfig, tcp_keepalive=settings.probe_interval
-            )
-        except Exception as exc:  # credentials the main client will name when it fails the same way
-            log.debug("no liveness probe for a worker", cluster=self.name, error=str(exc))
-            return
-        self._probe_kube = probe_kube
-        self.liveness = Liveness(
-            probe_kube.host,
-            self.clock,
-            settings,
-            probe=probe_kube.probe,
-            heard_elsewhere=lambda: self.kube.last_heard if self.kube is not None else None,
-            on_silent=self._fell_silent,
-            on_answer=self._answers_again,
-        )
-        self._liveness_task = asyncio.create_task(self.liveness.run(), name=f"liveness-{self.name}")
-
-    async def _stop_liveness(self) -> None:
-        task, self._liveness_task = self._liveness_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self.liveness = None
-        self._silent.clear()
-        if self._probe_kube is not None:
-            probe_kube, self._probe_kube = self._probe_kube, None
-            await probe_kube.close()
-
     def _fell_silent(self, message: str, since: dt.datetime) -> None:
-        """The worker answers nothing: lost from the first unanswered probe, and a connection attempt
-        in progress (or to come) fails with the message instead of waiting for its timeouts."""
+        """The worker answers nothing: lost from the first unanswered probe (manager/liveness.py)."""
         self._last_error = message
-        self._silent.set()
         self._lost(since)
         self.mark_disconnected(since)
 
     def _answers_again(self) -> None:
         """A silent worker answers: reconnect now rather than at the end of the backoff."""
-        self._silent.clear()
         self.next_attempt = None
         if not self.connected:
             self._on_reachable(self.name)
-
-    async def _connect_unless_silent(self, kubeconfig: Obj) -> None:
-        if self._silent.is_set():
-            raise ConnectError(self._last_error)
-        attempt = asyncio.ensure_future(self._connect(kubeconfig))
-        silent = asyncio.ensure_future(self._silent.wait())
-        try:
-            await asyncio.wait({attempt, silent}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            silent.cancel()
-            if not attempt.done():
-                attempt.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await attempt
-        if not attempt.cancelled():
-            attempt.result()  # raises the attempt's own failure
-            return
-        raise ConnectError(self._last_error)
 
     async def _connect(self, kubeconfig: Obj) -> None:
         keepalive = self._liveness_settings.probe_interval or None
@@ -615,7 +562,7 @@ class RemoteClient:
 
     async def close(self) -> None:
         self.mark_disconnected()
-        await self._stop_liveness()
+        await self.probe.stop()
         await self.stop_watches()
 
 

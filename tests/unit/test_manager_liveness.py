@@ -189,14 +189,17 @@ async def test_silence_fails_a_connection_attempt_in_progress(clock: FakeClock, 
     attempt = asyncio.create_task(client.refresh(client.config))
     await started.wait()
     first_probe = clock.now()
-    client._fell_silent(silence_message(SERVER, 15), first_probe)
+    client.probe._silent(silence_message(SERVER, 15), first_probe)
     delay, error = await asyncio.wait_for(attempt, 1)
     assert error == f"no answer from {SERVER} for 15s"
     assert delay == 5.0 and client.failed_attempts == 1
     assert client.disconnected_since == START  # a new client counts as lost since its creation
 
     # While silent, later attempts fail at once, without a connect.
-    monkeypatch.setattr(RemoteClient, "_connect", lambda self, kubeconfig: pytest.fail("connected"))
+    async def must_not_connect(self: RemoteClient, kubeconfig: dict) -> None:
+        pytest.fail("connected")
+
+    monkeypatch.setattr(RemoteClient, "_connect", must_not_connect)
     await clock.advance(5)
     delay, error = await client.refresh(client.config)
     assert error.startswith("no answer from") and client.failed_attempts == 2 and delay == 10.0
@@ -206,10 +209,10 @@ async def test_a_worker_answering_again_is_reconnected_without_the_backoff(clock
     reachable: list[str] = []
     client = remote(clock, reachable)
     client.failed_attempts, client.next_attempt = 3, clock.now() + dt.timedelta(seconds=20)
-    client._fell_silent(silence_message(SERVER, 15), clock.now())
-    client._answers_again()
+    client.probe._silent(silence_message(SERVER, 15), clock.now())
+    client.probe._answer()
     assert reachable == ["worker1"] and client.next_attempt is None
-    assert not client._silent.is_set()
+    assert not client.probe.silent.is_set()
 
 
 async def test_a_silence_of_a_connected_worker_is_a_loss_from_the_first_unanswered_probe(
@@ -221,6 +224,6 @@ async def test_a_silence_of_a_connected_worker_is_a_loss_from_the_first_unanswer
     )
     client.mark_connected()
     first_probe = clock.now() - dt.timedelta(seconds=10)
-    client._fell_silent(silence_message(SERVER, 15), first_probe)
+    client.probe._silent(silence_message(SERVER, 15), first_probe)
     assert lost == ["worker1"] and not client.connected
     assert client.disconnected_since == first_probe

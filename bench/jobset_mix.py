@@ -13,7 +13,6 @@ submitted -> Completed on the manager."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
 from collections.abc import Iterable
@@ -22,6 +21,7 @@ from typing import Any
 
 from bench.common import Obj, say
 from bench.fleet import JOB_IMAGE, LABEL_BENCH_RUN, LABEL_QUEUE_NAME, LOCAL_QUEUE, NAMESPACE
+from bench.mix_run import create_at_rate, creates_error, submission_rate, tear_down, wait_done
 from bench.stats import distribution, fmt, fmt_dist
 
 POD_CPU = "100m"
@@ -161,60 +161,33 @@ async def run_jobset_mix(
             for informer in (workloads, jobsets):
                 await informer.wait_synced()
         say(f"JobSet mix: submitting {count} JobSets (a leader and {workers} workers each) at {rate:g}/s")
-        first_submit = now()
-        limit = asyncio.Semaphore(50)
 
         async def create(name: str) -> None:
-            try:
-                await client.create(api.JOB_SET, jobset_object(name, run_id, workers), NAMESPACE)
-                recorder.submitted(name, now())
-            except Exception as exc:  # recorded; the run goes on without it
-                failures.append(exc)
-            finally:
-                limit.release()
+            await client.create(api.JOB_SET, jobset_object(name, run_id, workers), NAMESPACE)
+            recorder.submitted(name, now())
 
-        tasks = []
-        for index, name in enumerate(names):
-            delay = first_submit + index / rate - now()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await limit.acquire()
-            tasks.append(asyncio.get_running_loop().create_task(create(name)))
-        await asyncio.gather(*tasks)
-        submission_s = now() - first_submit
-        deadline, next_progress, timed_out = now() + timeout_s, now() + 5, False
-        while recorder.count("completed") < recorder.count("submitted"):
-            if now() > deadline:
-                timed_out = True
-                break
-            if now() >= next_progress:
-                say(
-                    f"JobSet mix: {recorder.count('admitted')} admitted, {recorder.count('completed')}/"
-                    f"{recorder.count('submitted')} completed on the manager"
-                )
-                next_progress += 5
-            await asyncio.sleep(0.1)
+        first_submit, submission_s = await create_at_rate(names, rate, create, failures)
+        timed_out = await wait_done(
+            lambda: recorder.count("completed") >= recorder.count("submitted"),
+            lambda: (
+                f"JobSet mix: {recorder.count('admitted')} admitted, {recorder.count('completed')}/"
+                f"{recorder.count('submitted')} completed on the manager"
+            ),
+            timeout_s,
+        )
         result = summarize(recorder, first_submit, workers, rate)
         result.timed_out = timed_out
-        result.submission_rate = result.submitted / submission_s if submission_s > 0 else None
-        if failures:
-            result.error = f"{len(failures)} creates failed, first: {failures[0]!r}"
+        result.submission_rate = submission_rate(result.submitted, submission_s)
+        result.error = creates_error(failures)
         return result
     finally:
-        for informer in (workloads, jobsets):
-            with contextlib.suppress(Exception):
-                await informer.stop()
-        if cleanup:
-            with contextlib.suppress(Exception):
-                await client.request(
-                    "DELETE",
-                    f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets",
-                    params={"labelSelector": selector, "propagationPolicy": "Background"},
-                    request_timeout=120,
-                )
-        for c in (client, watch_client):
-            with contextlib.suppress(Exception):
-                await c.close()
+        await tear_down(
+            (workloads, jobsets),
+            (client, watch_client),
+            client if cleanup else None,
+            f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets",
+            selector,
+        )
 
 
 def format_jobset_mix(result: JobSetMixResult) -> str:

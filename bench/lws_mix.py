@@ -11,7 +11,6 @@ p50/p95/p99 of submitted -> all groups Admitted, and the LWS whose groups named 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -20,6 +19,7 @@ from typing import Any
 
 from bench.common import Obj, say
 from bench.fleet import JOB_IMAGE, LABEL_BENCH_RUN, LABEL_QUEUE_NAME, LOCAL_QUEUE, NAMESPACE
+from bench.mix_run import create_at_rate, creates_error, submission_rate, tear_down, wait_done
 from bench.stats import distribution, fmt, fmt_dist
 
 ANNOTATION_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
@@ -174,64 +174,33 @@ async def run_lws_mix(
         async with asyncio.timeout(60):
             await informer.wait_synced()
         say(f"LWS mix: submitting {count} LeaderWorkerSets (replicas {replicas}, size {size}) at {rate:g}/s")
-        first_submit = now()
-        limit = asyncio.Semaphore(50)  # creates in flight: the pace is the rate, not the round trip
 
         async def create(name: str) -> None:
-            try:
-                body = lws_object(name, run_id, replicas, size)
-                await client.create(api.LEADER_WORKER_SET, body, NAMESPACE)
-                recorder.submitted(name, now())
-                if on_submitted is not None:
-                    on_submitted(name, recorder.records[name].submitted)
-            except Exception as exc:  # recorded; the run goes on without it
-                failures.append(exc)
-            finally:
-                limit.release()
+            body = lws_object(name, run_id, replicas, size)
+            await client.create(api.LEADER_WORKER_SET, body, NAMESPACE)
+            recorder.submitted(name, now())
+            if on_submitted is not None:
+                on_submitted(name, recorder.records[name].submitted)
 
-        tasks = []
-        for index, name in enumerate(names):
-            delay = first_submit + index / rate - now() if rate > 0 else 0
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await limit.acquire()
-            tasks.append(asyncio.get_running_loop().create_task(create(name)))
-        await asyncio.gather(*tasks)
-        submission_s = now() - first_submit
-        deadline = now() + timeout_s
-        next_progress = now() + 5
-        timed_out = False
-        while recorder.placed_count < recorder.submitted_count:
-            if now() > deadline:
-                timed_out = True
-                break
-            if now() >= next_progress:
-                say(f"LWS mix: {recorder.placed_count}/{recorder.submitted_count} placed whole")
-                next_progress += 5
-            await asyncio.sleep(0.1)
+        first_submit, submission_s = await create_at_rate(names, rate, create, failures)
+        timed_out = await wait_done(
+            lambda: recorder.placed_count >= recorder.submitted_count,
+            lambda: f"LWS mix: {recorder.placed_count}/{recorder.submitted_count} placed whole",
+            timeout_s,
+        )
         result = summarize(recorder, first_submit)
         result.size, result.rate_target, result.timed_out = size, rate, timed_out
-        result.submission_rate = result.submitted / submission_s if submission_s > 0 else None
-        if failures:
-            result.error = f"{len(failures)} creates failed, first: {failures[0]!r}"
+        result.submission_rate = submission_rate(result.submitted, submission_s)
+        result.error = creates_error(failures)
         return result
     finally:
-        with contextlib.suppress(Exception):
-            await informer.stop()
-        if cleanup:
-            with contextlib.suppress(Exception):
-                await client.request(
-                    "DELETE",
-                    f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{NAMESPACE}/leaderworkersets",
-                    params={
-                        "labelSelector": f"{LABEL_BENCH_RUN}={run_id}",
-                        "propagationPolicy": "Background",
-                    },
-                    request_timeout=120,
-                )
-        for c in (client, watch_client):
-            with contextlib.suppress(Exception):
-                await c.close()
+        await tear_down(
+            (informer,),
+            (client, watch_client),
+            client if cleanup else None,
+            f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{NAMESPACE}/leaderworkersets",
+            f"{LABEL_BENCH_RUN}={run_id}",
+        )
 
 
 def format_lws_mix(result: LwsMixResult) -> str:

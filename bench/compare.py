@@ -332,61 +332,14 @@ class CompareRun:
         informers = await self.watch_pods()
         await self.sample_idle()
         sampler = ProcessSampler(self.fleet.processes(), interval=0.5)
-        jobs_result: RunResult | None = None
-        lws_result = None
-        jobset_result = None
         try:
             before = await self.scrape_all("before")
             apiservers_before = await self.scrape_apiservers("before")
             sampler.start()
             self.sampled_from = time.monotonic()
-            run_args = argparse.Namespace(
-                rate=args.rate,
-                clients=4,
-                concurrency=100,
-                keep_running=False,
-                set_managed_by=False,
-                timeout=phase_timeout(args, args.jobs),
-                progress_every=5.0,
-                keep_jobs=True,
-            )
-            run = FederationRun(self.fleet, run_args, "dispatch", args.jobs, self.work_dir)
-            jobs_result = await run.run()
-            print(format_result(jobs_result), flush=True)
-            if not jobs_result.timed_out:
-                await self.wait_running(run.names, self.pods.first, "Jobs")
-            self.lws_skipped = lws_skip_reason(args, jobs_result)
-            if self.lws_skipped:
-                say(f"LWS mix skipped: {self.lws_skipped}")
-            else:
-
-                def submitted(name: str, at: float) -> None:
-                    # Set before its pods can show up: an LWS counts as running with all of them.
-                    self.lws_submitted[name] = at
-                    self.pods.expect[name] = args.lws_replicas * args.lws_size
-
-                lws_result = await run_lws_mix(
-                    self.fleet.manager_kubeconfig,
-                    count=args.lws,
-                    replicas=args.lws_replicas,
-                    size=args.lws_size,
-                    rate=args.lws_rate,
-                    timeout_s=phase_timeout(args, args.lws * args.lws_replicas),
-                    cleanup=False,
-                    on_submitted=submitted,
-                )
-                print(format_lws_mix(lws_result), flush=True)
-                await self.wait_running(list(self.lws_submitted), self.pods.full, "LWS")
-            if args.jobsets and not (jobs_result.error or jobs_result.timed_out):
-                jobset_result = await run_jobset_mix(
-                    self.fleet.manager_kubeconfig,
-                    count=args.jobsets,
-                    workers=args.jobset_workers,
-                    rate=args.jobset_rate,
-                    timeout_s=phase_timeout(args, args.jobsets),
-                    cleanup=False,
-                )
-                print(format_jobset_mix(jobset_result), flush=True)
+            run, jobs_result = await self.run_jobs()
+            lws_result = await self.run_lws(jobs_result)
+            jobset_result = await self.run_jobsets(jobs_result)
             await sampler.stop()
             self.sampled_s = time.monotonic() - self.sampled_from
             after = await self.scrape_all("after")
@@ -412,6 +365,69 @@ class CompareRun:
         summary.update(jobset_figures(jobset_result))
         summary.update(self.fair_figures(run, jobs_result, lws_result, sampler, summary))
         return summary
+
+    async def run_jobs(self) -> tuple[FederationRun, RunResult]:
+        """The Jobs phase, then its Jobs' pods Running on the workers (unless it timed out)."""
+        args = self.args
+        run_args = argparse.Namespace(
+            rate=args.rate,
+            clients=4,
+            concurrency=100,
+            keep_running=False,
+            set_managed_by=False,
+            timeout=phase_timeout(args, args.jobs),
+            progress_every=5.0,
+            keep_jobs=True,
+        )
+        run = FederationRun(self.fleet, run_args, "dispatch", args.jobs, self.work_dir)
+        jobs_result = await run.run()
+        print(format_result(jobs_result), flush=True)
+        if not jobs_result.timed_out:
+            await self.wait_running(run.names, self.pods.first, "Jobs")
+        return run, jobs_result
+
+    async def run_lws(self, jobs_result: RunResult) -> Any:
+        """The LWS mix and its pods Running, unless `lws_skip_reason` skips it (then None)."""
+        args = self.args
+        self.lws_skipped = lws_skip_reason(args, jobs_result)
+        if self.lws_skipped:
+            say(f"LWS mix skipped: {self.lws_skipped}")
+            return None
+
+        def submitted(name: str, at: float) -> None:
+            # Set before its pods can show up: an LWS counts as running with all of them.
+            self.lws_submitted[name] = at
+            self.pods.expect[name] = args.lws_replicas * args.lws_size
+
+        lws_result = await run_lws_mix(
+            self.fleet.manager_kubeconfig,
+            count=args.lws,
+            replicas=args.lws_replicas,
+            size=args.lws_size,
+            rate=args.lws_rate,
+            timeout_s=phase_timeout(args, args.lws * args.lws_replicas),
+            cleanup=False,
+            on_submitted=submitted,
+        )
+        print(format_lws_mix(lws_result), flush=True)
+        await self.wait_running(list(self.lws_submitted), self.pods.full, "LWS")
+        return lws_result
+
+    async def run_jobsets(self, jobs_result: RunResult) -> Any:
+        """The JobSet mix when asked for and the Jobs phase went through (else None)."""
+        args = self.args
+        if not args.jobsets or jobs_result.error or jobs_result.timed_out:
+            return None
+        jobset_result = await run_jobset_mix(
+            self.fleet.manager_kubeconfig,
+            count=args.jobsets,
+            workers=args.jobset_workers,
+            rate=args.jobset_rate,
+            timeout_s=phase_timeout(args, args.jobsets),
+            cleanup=False,
+        )
+        print(format_jobset_mix(jobset_result), flush=True)
+        return jobset_result
 
     def fair_figures(self, run: FederationRun, jobs: RunResult, lws: Any, sampler: Any, summary: Obj) -> Obj:
         """The figures the arms are compared by: a Job seen Finished first counts as admitted then;

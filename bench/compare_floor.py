@@ -107,6 +107,26 @@ async def stop_watches(informers: Sequence[tuple[Any, Any]]) -> None:
             await client.close()
 
 
+async def lws_straight(
+    run: CompareRun, clients: Sequence[Any], run_id: str, failures: list[BaseException]
+) -> bool:
+    """The no_kueue arm's LeaderWorkerSets, created straight on the workers (failures appended to
+    `failures`); True when all their pods were seen Running in time."""
+    from kueue_domain import api
+
+    args = run.args
+    lws = [f"lb-{run_id}-{i:04d}" for i in range(args.lws)]
+    for name in lws:  # an LWS counts as running with every pod of every group
+        run.pods.expect[name] = args.lws_replicas * args.lws_size
+    say(f"no_kueue: creating {args.lws:,} LeaderWorkerSets straight on the workers")
+    bodies = [(n, direct(lws_object(n, run_id, args.lws_replicas, args.lws_size))) for n in lws]
+    failures += await create_paced(
+        clients, api.LEADER_WORKER_SET, bodies, args.lws_rate, run.lws_submitted.__setitem__
+    )
+    timeout = phase_timeout(args, args.lws * args.lws_replicas)
+    return await wait_all(lws, run.pods.full, timeout, "LWS")
+
+
 async def measure_no_kueue(run: CompareRun) -> Obj:
     """The `no_kueue` arm's repeat on `run`'s fleet (started without Kueue): the Jobs, then the
     LeaderWorkerSets, straight on the workers; their pods watched as in the other arms."""
@@ -134,16 +154,7 @@ async def measure_no_kueue(run: CompareRun) -> Obj:
         failures += await create_paced(clients, api.JOB, bodies, args.rate, job_submitted.__setitem__)
         jobs_ran = await wait_all(jobs, run.pods.first, phase_timeout(args, args.jobs), "Jobs")
         if args.lws:
-            lws = [f"lb-{run_id}-{i:04d}" for i in range(args.lws)]
-            for name in lws:  # an LWS counts as running with every pod of every group
-                run.pods.expect[name] = args.lws_replicas * args.lws_size
-            say(f"no_kueue: creating {args.lws:,} LeaderWorkerSets straight on the workers")
-            bodies = [(n, direct(lws_object(n, run_id, args.lws_replicas, args.lws_size))) for n in lws]
-            failures += await create_paced(
-                clients, api.LEADER_WORKER_SET, bodies, args.lws_rate, run.lws_submitted.__setitem__
-            )
-            timeout = phase_timeout(args, args.lws * args.lws_replicas)
-            lws_ran = await wait_all(lws, run.pods.full, timeout, "LWS")
+            lws_ran = await lws_straight(run, clients, run_id, failures)
         # The Jobs' ends are part of the work (their pods' and Jobs' last status writes, the pods'
         # finalizers): the other arms' Jobs end within their longer runs.
         jobs_ended = await wait_all(jobs, run.pods.succeeded, phase_timeout(args, args.jobs), "Jobs ended")

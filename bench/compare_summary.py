@@ -253,18 +253,16 @@ def jobset_figures(result: Any) -> Obj:
     }
 
 
-def format_engine(summary: Obj) -> str:
-    n = summary["workloads"]
+def _dist(summary: Obj, prefix: str) -> str:
+    """p50 / p95 / p99 of the figures named `prefix` with `*` for the quantile."""
+    values = [summary[f"{prefix.replace('*', q)}"] for q in ("p50", "p95", "p99")]
+    if all(v is None for v in values):
+        return "n/a"
+    return " / ".join(fmt(v, digits=3) for v in values) + " s"
 
-    def rate(value: float | None) -> str:
-        return fmt(value, "/s")
 
-    def dist(prefix: str) -> str:
-        values = [summary[f"{prefix.replace('*', q)}"] for q in ("p50", "p95", "p99")]
-        if all(v is None for v in values):
-            return "n/a"
-        return " / ".join(fmt(v, digits=3) for v in values) + " s"
-
+def _latency_rows(summary: Obj) -> list[tuple[str, str]]:
+    """The rows of the Jobs', the LWS' and the JobSets' counts, rates and latencies."""
     rows = [
         (
             "Jobs submitted / Admitted / pods Running seen",
@@ -272,17 +270,20 @@ def format_engine(summary: Obj) -> str:
         ),
         ("Jobs whose pod was seen Succeeded by the end of the run", f"{summary.get('jobs_ended_seen', 0):,}"),
         ("steady rate, Job Workloads admitted /s (10 % -> 90 %)", fmt(summary["throughput_wl_s"], "/s")),
-        ("steady rate, Jobs with a pod Running /s (10 % -> 90 %)", rate(summary.get("running_rate_wl_s"))),
+        (
+            "steady rate, Jobs with a pod Running /s (10 % -> 90 %)",
+            fmt(summary.get("running_rate_wl_s"), "/s"),
+        ),
         ("all Jobs admitted after (first submission -> last)", fmt(summary.get("admit_all_s"), "s")),
-        ("Job submitted -> Admitted (manager) p50/p95/p99", dist("*_admitted_s")),
-        ("Job submitted -> pod Running (worker) p50/p95/p99", dist("*_running_s")),
+        ("Job submitted -> Admitted (manager) p50/p95/p99", _dist(summary, "*_admitted_s")),
+        ("Job submitted -> pod Running (worker) p50/p95/p99", _dist(summary, "*_running_s")),
         (
             "LWS placed whole / all pods Running seen",
             f"{summary['lws_placed']} / {summary['lws_running_seen']}",
         ),
         ("LWS groups Admitted per second", fmt(summary["lws_groups_per_s"], "/s")),
-        ("LWS submitted -> all groups Admitted p50/p95/p99", dist("lws_*_admitted_s")),
-        ("LWS submitted -> all pods Running p50/p95/p99", dist("lws_*_running_s")),
+        ("LWS submitted -> all groups Admitted p50/p95/p99", _dist(summary, "lws_*_admitted_s")),
+        ("LWS submitted -> all pods Running p50/p95/p99", _dist(summary, "lws_*_running_s")),
     ]
     if summary.get("jobsets_placed"):
         rows += [
@@ -300,6 +301,12 @@ def format_engine(summary: Obj) -> str:
                 + " s",
             ),
         ]
+    return rows
+
+
+def _cost_rows(summary: Obj) -> list[tuple[str, str]]:
+    """The rows of the fleet's CPU per Workload and each process' CPU and memory."""
+    rows: list[tuple[str, str]] = []
     if summary.get("fleet_cpu_ms_per_wl") is not None:
         kinds = summary.get("fleet_cpu_ms_per_wl_by_kind") or {}
         rows += [
@@ -323,6 +330,13 @@ def format_engine(summary: Obj) -> str:
             f"{fmt(summary['workers_cpu_s'], 's')} / {fmt(summary['workers_peak_rss_mib'], 'MiB')}",
         ),
     ]
+    return rows
+
+
+def _request_rows(summary: Obj) -> list[tuple[str, str]]:
+    """The rows of apiserver requests per Workload, by cluster and in all."""
+    n = summary["workloads"]
+    rows = []
     group = summary["api_requests_kueue_group"]
     for cluster, count in summary["api_requests"].items():
         rows.append(
@@ -342,10 +356,14 @@ def format_engine(summary: Obj) -> str:
         rows.append(
             (f"our Kueue processes' own requests to {cluster} per Workload", fmt(per(count, n), digits=2))
         )
-    width = max(len(r[0]) for r in rows)
+    return rows
+
+
+def _engine_header(summary: Obj) -> list[str]:
+    """The title line of one engine's summary and its warnings."""
     lines = [
         f"== {summary['engine']}: {summary['kueue']} Kueue, client {summary['client_budget']}, "
-        f"{n:,} Workloads"
+        f"{summary['workloads']:,} Workloads"
     ]
     if summary["kueue"] == "none":
         lines.append(
@@ -360,5 +378,12 @@ def format_engine(summary: Obj) -> str:
         lines.append("   TRUNCATED: not every Workload was admitted; this repeat gives no figure")
     if summary.get("lws_skipped"):
         lines.append(f"   LWS mix skipped: {summary['lws_skipped']}")
+    return lines
+
+
+def format_engine(summary: Obj) -> str:
+    rows = _latency_rows(summary) + _cost_rows(summary) + _request_rows(summary)
+    width = max(len(r[0]) for r in rows)
+    lines = _engine_header(summary)
     lines += [f"   {name.ljust(width)}  {value}" for name, value in rows]
     return "\n".join(lines)

@@ -4,7 +4,7 @@ run's figures against the targets, and the printed table."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from bench.common import Obj
@@ -246,16 +246,15 @@ def _limit_text(check: Check) -> str:
     return f"{'>=' if check.kind == 'min' else '<'} {check.limit:g} {check.unit}"
 
 
-def result_rows(result: RunResult) -> list[tuple[str, str, str, str]]:
-    by_name = {c.name: c for c in checks(result)}
+Row = tuple[str, str, str, str]  # what, value, target, its status
+Target = Callable[[str], tuple[str, str]]
 
-    def target(name: str) -> tuple[str, str]:
-        c = by_name[name]
-        return _limit_text(c), c.status
 
+def _dispatch_rows(result: RunResult, target: Target) -> list[Row]:
+    """The rows of the submission, the dispatch, its latencies stage by stage and its counters."""
     n = result.submitted
     rate = "as fast as possible" if result.rate_target == 0 else f"{result.rate_target:g}/s"
-    rows: list[tuple[str, str, str, str]] = [
+    rows: list[Row] = [
         (
             "Jobs submitted / admitted seen / finished seen",
             f"{n:,} / {result.admitted:,} / {result.finished:,}",
@@ -300,6 +299,12 @@ def result_rows(result: RunResult) -> list[tuple[str, str, str, str]]:
             "",
         )
     )
+    return rows
+
+
+def _request_rows(result: RunResult) -> list[Row]:
+    """The rows of the API requests per Job, by cluster and by process."""
+    rows: list[Row] = []
     rows.append(
         (
             "manager API requests per Job: manager cluster",
@@ -317,6 +322,12 @@ def result_rows(result: RunResult) -> list[tuple[str, str, str, str]]:
         rows.append(
             (f"worker_agent API requests per Job: {cluster}", fmt(result.per_job(count), digits=2), "", "")
         )
+    return rows
+
+
+def _cpu_rows(result: RunResult, target: Target) -> list[Row]:
+    """The rows of the processes' CPU and memory, the fleet's and the machine's load."""
+    rows: list[Row] = []
     if result.manager is not None:
         m = result.manager
         cpu_ms = None if m.cpu_s is None else m.cpu_s * 1000
@@ -375,6 +386,16 @@ def result_rows(result: RunResult) -> list[tuple[str, str, str, str]]:
         )
     )
     return rows
+
+
+def result_rows(result: RunResult) -> list[Row]:
+    by_name = {c.name: c for c in checks(result)}
+
+    def target(name: str) -> tuple[str, str]:
+        c = by_name[name]
+        return _limit_text(c), c.status
+
+    return _dispatch_rows(result, target) + _request_rows(result) + _cpu_rows(result, target)
 
 
 def format_result(result: RunResult) -> str:

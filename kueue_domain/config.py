@@ -388,134 +388,23 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
     warnings: list[str] = []
     namespace = data.get("namespace") or DEFAULT_NAMESPACE
 
-    wfpr_raw = data.get("waitForPodsReady") or {}
-    wait_for_pods_ready = None
-    if wfpr_raw.get("enable", False):
-        timeout = parse_duration(wfpr_raw.get("timeout", "5m"))
-        if timeout <= 0:
-            problems.append("waitForPodsReady.timeout: must be greater than 0")
-        rs_raw = wfpr_raw.get("requeuingStrategy") or {}
-        timestamp = rs_raw.get("timestamp", "Eviction")
-        if timestamp not in ("Eviction", "Creation"):
-            problems.append(
-                "waitForPodsReady.requeuingStrategy.timestamp: "
-                f'must be "Eviction" or "Creation", got {timestamp!r}'
-            )
-        for key in ("backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"):
-            if rs_raw.get(key, 0) < 0:
-                problems.append(
-                    f"waitForPodsReady.requeuingStrategy.{key}: must be greater than or equal to 0"
-                )
-        recovery = wfpr_raw.get("recoveryTimeout")
-        wait_for_pods_ready = WaitForPodsReady(
-            timeout_seconds=timeout,
-            block_admission=wfpr_raw.get("blockAdmission", True),
-            recovery_timeout_seconds=parse_duration(recovery) if recovery is not None else None,
-            requeuing=RequeuingStrategy(
-                timestamp=timestamp,
-                backoff_limit_count=rs_raw.get("backoffLimitCount"),
-                backoff_base_seconds=rs_raw.get("backoffBaseSeconds", DEFAULT_BACKOFF_BASE_SECONDS),
-                backoff_max_seconds=rs_raw.get("backoffMaxSeconds", DEFAULT_BACKOFF_MAX_SECONDS),
-            ),
-        )
+    wait_for_pods_ready = _parse_wait_for_pods_ready(data, problems)
 
     integrations = data.get("integrations") or {}
-    frameworks = tuple(integrations.get("frameworks") or DEFAULT_FRAMEWORKS)
-    seen: set[str] = set()
-    for i, name in enumerate(frameworks):
-        if name in seen:
-            problems.append(f'integrations.frameworks[{i}]: duplicate framework "{name}"')
-        seen.add(name)
-        if name not in KNOWN_FRAMEWORKS:
-            hint = difflib.get_close_matches(name, sorted(KNOWN_FRAMEWORKS), n=1)
-            problems.append(
-                f'integrations.frameworks[{i}]: unknown framework "{name}"'
-                + (f' (did you mean "{hint[0]}"?)' if hint else "")
-            )
-        elif name not in SUPPORTED_FRAMEWORKS:
-            warnings.append(
-                f'integrations.frameworks: "{name}" is not implemented by this agent and is ignored'
-            )
-    if "podOptions" in integrations:
-        warnings.append("integrations.podOptions is deprecated and ignored; use managedJobsNamespaceSelector")
+    frameworks = _parse_frameworks(integrations, problems, warnings)
 
-    fair_sharing = None
-    fs_raw = data.get("fairSharing") or {}
-    if fs_raw.get("enable", False):
-        strategies = tuple(fs_raw.get("preemptionStrategies") or DEFAULT_FAIR_SHARING_STRATEGIES)
-        if strategies not in ALLOWED_FAIR_SHARING_STRATEGIES:
-            allowed = "; ".join("[" + ", ".join(s) + "]" for s in ALLOWED_FAIR_SHARING_STRATEGIES)
-            problems.append(
-                f"fairSharing.preemptionStrategies: must be one of {allowed}, got {list(strategies)}"
-            )
-        fair_sharing = FairSharing(strategies)
-
-    resources = data.get("resources") or {}
-    inputs: set[str] = set()
-    for i, t in enumerate(resources.get("transformations") or []):
-        if "input" not in t:
-            problems.append(f"resources.transformations[{i}].input: required")
-            continue
-        if t["input"] in inputs:
-            problems.append(f'resources.transformations[{i}].input: duplicate input "{t["input"]}"')
-        inputs.add(t["input"])
-        if t.get("strategy", "Retain") not in ("Retain", "Replace"):
-            problems.append(f'resources.transformations[{i}].strategy: must be "Retain" or "Replace"')
-    requests = RequestConfig()
-    if not problems:
-        try:
-            requests = RequestConfig.from_dict(resources)
-        except ValueError as e:
-            problems.append(f"resources.transformations: {e}")
+    fair_sharing = _parse_fair_sharing(data, problems)
+    requests = _parse_resources(data, problems)
 
     client = data.get("clientConnection") or {}
     qps, burst = float(client.get("qps", DEFAULT_QPS)), int(client.get("burst", DEFAULT_BURST))
     if qps <= 0 or burst <= 0:
         problems.append("clientConnection: qps and burst must be greater than 0")
 
-    mk_raw = data.get("multiKueue") or {}
-    multikueue = MultiKueueSettings(
-        gc_interval_seconds=parse_duration(mk_raw.get("gcInterval", "1m")),
-        origin=mk_raw.get("origin", DEFAULT_MULTIKUEUE_ORIGIN),
-        worker_lost_timeout_seconds=parse_duration(mk_raw.get("workerLostTimeout", "15m")),
-        dispatcher_name=mk_raw.get("dispatcherName", DEFAULT_MULTIKUEUE_DISPATCHER),
-        incremental_step_size=int((mk_raw.get("incrementalDispatcherConfig") or {}).get("stepSize", 3)),
-        cluster_profile=dict(mk_raw.get("clusterProfile") or {}),
-    )
-    if mk_raw.get("incrementalDispatcherConfig") is not None:
-        if multikueue.dispatcher_name != api.DISPATCHER_INCREMENTAL:
-            problems.append(
-                "multiKueue.incrementalDispatcherConfig: may only be set when dispatcherName is "
-                f"{api.DISPATCHER_INCREMENTAL!r}"
-            )
-        if multikueue.incremental_step_size < 1:
-            problems.append(
-                "multiKueue.incrementalDispatcherConfig.stepSize: must be greater than or equal to 1"
-            )
-    if multikueue.gc_interval_seconds < 0:
-        problems.append("multiKueue.gcInterval: must be greater than or equal to 0")
-    if multikueue.worker_lost_timeout_seconds < 0:
-        problems.append("multiKueue.workerLostTimeout: must be greater than or equal to 0")
-    if not multikueue.origin or not _valid_label_value(multikueue.origin):
-        problems.append(f"multiKueue.origin: {multikueue.origin!r} is not a valid label value")
+    multikueue = _parse_multikueue(data, problems)
 
     selector = data.get("managedJobsNamespaceSelector") or default_namespace_selector(namespace)
-    le_raw = data.get("leaderElection") or {}
-    leader_election = {
-        "leader_elect": bool(le_raw.get("leaderElect", True)),
-        "leader_election_id": le_raw.get("resourceName") or DEFAULT_LEADER_ELECTION_ID,
-        "leader_election_namespace": le_raw.get("resourceNamespace") or namespace,
-        "lease_duration_seconds": parse_duration(le_raw.get("leaseDuration", "15s")),
-        "renew_deadline_seconds": parse_duration(le_raw.get("renewDeadline", "10s")),
-        "retry_period_seconds": parse_duration(le_raw.get("retryPeriod", "2s")),
-    }
-    if not (
-        leader_election["lease_duration_seconds"]
-        > leader_election["renew_deadline_seconds"]
-        > leader_election["retry_period_seconds"]
-        > 0
-    ):
-        problems.append("leaderElection: leaseDuration > renewDeadline > retryPeriod > 0 must hold")
+    leader_election = _parse_leader_election(data, namespace, problems)
     webhook = _parse_webhook(data, problems)
     gates = DEFAULT_GATES
     try:
@@ -547,6 +436,154 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         **leader_election,
         **webhook,
     )
+
+
+def _parse_wait_for_pods_ready(data: dict[str, Any], problems: list[str]) -> WaitForPodsReady | None:
+    """`waitForPodsReady` with its requeuing strategy (None unless enabled)."""
+    wfpr_raw = data.get("waitForPodsReady") or {}
+    wait_for_pods_ready = None
+    if wfpr_raw.get("enable", False):
+        timeout = parse_duration(wfpr_raw.get("timeout", "5m"))
+        if timeout <= 0:
+            problems.append("waitForPodsReady.timeout: must be greater than 0")
+        rs_raw = wfpr_raw.get("requeuingStrategy") or {}
+        timestamp = rs_raw.get("timestamp", "Eviction")
+        if timestamp not in ("Eviction", "Creation"):
+            problems.append(
+                "waitForPodsReady.requeuingStrategy.timestamp: "
+                f'must be "Eviction" or "Creation", got {timestamp!r}'
+            )
+        for key in ("backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"):
+            if rs_raw.get(key, 0) < 0:
+                problems.append(
+                    f"waitForPodsReady.requeuingStrategy.{key}: must be greater than or equal to 0"
+                )
+        recovery = wfpr_raw.get("recoveryTimeout")
+        wait_for_pods_ready = WaitForPodsReady(
+            timeout_seconds=timeout,
+            block_admission=wfpr_raw.get("blockAdmission", True),
+            recovery_timeout_seconds=parse_duration(recovery) if recovery is not None else None,
+            requeuing=RequeuingStrategy(
+                timestamp=timestamp,
+                backoff_limit_count=rs_raw.get("backoffLimitCount"),
+                backoff_base_seconds=rs_raw.get("backoffBaseSeconds", DEFAULT_BACKOFF_BASE_SECONDS),
+                backoff_max_seconds=rs_raw.get("backoffMaxSeconds", DEFAULT_BACKOFF_MAX_SECONDS),
+            ),
+        )
+    return wait_for_pods_ready
+
+
+def _parse_frameworks(
+    integrations: dict[str, Any], problems: list[str], warnings: list[str]
+) -> tuple[str, ...]:
+    """`integrations.frameworks` (defaulted), each known and once; warnings for what is ignored."""
+    frameworks = tuple(integrations.get("frameworks") or DEFAULT_FRAMEWORKS)
+    seen: set[str] = set()
+    for i, name in enumerate(frameworks):
+        if name in seen:
+            problems.append(f'integrations.frameworks[{i}]: duplicate framework "{name}"')
+        seen.add(name)
+        if name not in KNOWN_FRAMEWORKS:
+            hint = difflib.get_close_matches(name, sorted(KNOWN_FRAMEWORKS), n=1)
+            problems.append(
+                f'integrations.frameworks[{i}]: unknown framework "{name}"'
+                + (f' (did you mean "{hint[0]}"?)' if hint else "")
+            )
+        elif name not in SUPPORTED_FRAMEWORKS:
+            warnings.append(
+                f'integrations.frameworks: "{name}" is not implemented by this agent and is ignored'
+            )
+    if "podOptions" in integrations:
+        warnings.append("integrations.podOptions is deprecated and ignored; use managedJobsNamespaceSelector")
+    return frameworks
+
+
+def _parse_fair_sharing(data: dict[str, Any], problems: list[str]) -> FairSharing | None:
+    """`fairSharing` with its preemption strategies (None unless enabled)."""
+    fair_sharing = None
+    fs_raw = data.get("fairSharing") or {}
+    if fs_raw.get("enable", False):
+        strategies = tuple(fs_raw.get("preemptionStrategies") or DEFAULT_FAIR_SHARING_STRATEGIES)
+        if strategies not in ALLOWED_FAIR_SHARING_STRATEGIES:
+            allowed = "; ".join("[" + ", ".join(s) + "]" for s in ALLOWED_FAIR_SHARING_STRATEGIES)
+            problems.append(
+                f"fairSharing.preemptionStrategies: must be one of {allowed}, got {list(strategies)}"
+            )
+        fair_sharing = FairSharing(strategies)
+    return fair_sharing
+
+
+def _parse_resources(data: dict[str, Any], problems: list[str]) -> RequestConfig:
+    """`resources.transformations`, each input once (the defaults when there are problems)."""
+    resources = data.get("resources") or {}
+    inputs: set[str] = set()
+    for i, t in enumerate(resources.get("transformations") or []):
+        if "input" not in t:
+            problems.append(f"resources.transformations[{i}].input: required")
+            continue
+        if t["input"] in inputs:
+            problems.append(f'resources.transformations[{i}].input: duplicate input "{t["input"]}"')
+        inputs.add(t["input"])
+        if t.get("strategy", "Retain") not in ("Retain", "Replace"):
+            problems.append(f'resources.transformations[{i}].strategy: must be "Retain" or "Replace"')
+    requests = RequestConfig()
+    if not problems:
+        try:
+            requests = RequestConfig.from_dict(resources)
+        except ValueError as e:
+            problems.append(f"resources.transformations: {e}")
+    return requests
+
+
+def _parse_multikueue(data: dict[str, Any], problems: list[str]) -> MultiKueueSettings:
+    """`multiKueue` with v1beta1 defaults."""
+    mk_raw = data.get("multiKueue") or {}
+    multikueue = MultiKueueSettings(
+        gc_interval_seconds=parse_duration(mk_raw.get("gcInterval", "1m")),
+        origin=mk_raw.get("origin", DEFAULT_MULTIKUEUE_ORIGIN),
+        worker_lost_timeout_seconds=parse_duration(mk_raw.get("workerLostTimeout", "15m")),
+        dispatcher_name=mk_raw.get("dispatcherName", DEFAULT_MULTIKUEUE_DISPATCHER),
+        incremental_step_size=int((mk_raw.get("incrementalDispatcherConfig") or {}).get("stepSize", 3)),
+        cluster_profile=dict(mk_raw.get("clusterProfile") or {}),
+    )
+    if mk_raw.get("incrementalDispatcherConfig") is not None:
+        if multikueue.dispatcher_name != api.DISPATCHER_INCREMENTAL:
+            problems.append(
+                "multiKueue.incrementalDispatcherConfig: may only be set when dispatcherName is "
+                f"{api.DISPATCHER_INCREMENTAL!r}"
+            )
+        if multikueue.incremental_step_size < 1:
+            problems.append(
+                "multiKueue.incrementalDispatcherConfig.stepSize: must be greater than or equal to 1"
+            )
+    if multikueue.gc_interval_seconds < 0:
+        problems.append("multiKueue.gcInterval: must be greater than or equal to 0")
+    if multikueue.worker_lost_timeout_seconds < 0:
+        problems.append("multiKueue.workerLostTimeout: must be greater than or equal to 0")
+    if not multikueue.origin or not _valid_label_value(multikueue.origin):
+        problems.append(f"multiKueue.origin: {multikueue.origin!r} is not a valid label value")
+    return multikueue
+
+
+def _parse_leader_election(data: dict[str, Any], namespace: str, problems: list[str]) -> dict[str, Any]:
+    """`leaderElection` with v1beta1 defaults, as Configuration's keyword arguments."""
+    le_raw = data.get("leaderElection") or {}
+    leader_election = {
+        "leader_elect": bool(le_raw.get("leaderElect", True)),
+        "leader_election_id": le_raw.get("resourceName") or DEFAULT_LEADER_ELECTION_ID,
+        "leader_election_namespace": le_raw.get("resourceNamespace") or namespace,
+        "lease_duration_seconds": parse_duration(le_raw.get("leaseDuration", "15s")),
+        "renew_deadline_seconds": parse_duration(le_raw.get("renewDeadline", "10s")),
+        "retry_period_seconds": parse_duration(le_raw.get("retryPeriod", "2s")),
+    }
+    if not (
+        leader_election["lease_duration_seconds"]
+        > leader_election["renew_deadline_seconds"]
+        > leader_election["retry_period_seconds"]
+        > 0
+    ):
+        problems.append("leaderElection: leaseDuration > renewDeadline > retryPeriod > 0 must hold")
+    return leader_election
 
 
 def _parse_webhook(data: dict[str, Any], problems: list[str]) -> dict[str, Any]:

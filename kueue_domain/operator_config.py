@@ -240,13 +240,8 @@ def _label_keys(raw: list[dict[str, str]], problems: list[str]) -> list[str]:
     return keys
 
 
-def map_kueue(data: Any, source: str = "<kueue>") -> Mapping:
-    """Check a Kueue object (a dict) and map it; ConfigError names every field that is wrong."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(source, [f"must hold one YAML object (a {API_VERSION} {KIND})"])
-    data = _drop_nulls(data)
+def _header_problems(data: dict[str, Any]) -> list[str]:
+    """What is wrong with the object's apiVersion, kind and metadata.name."""
     problems: list[str] = []
     if data.get("apiVersion", API_VERSION) != API_VERSION:
         problems.append(f'apiVersion: must be "{API_VERSION}", got {data.get("apiVersion")!r}')
@@ -259,6 +254,68 @@ def map_kueue(data: Any, source: str = "<kueue>") -> Mapping:
         problems.append(
             f'metadata.name: must be "{NAME}" (Kueue is a singleton), got {metadata.get("name")!r}'
         )
+    return problems
+
+
+def _gang_scheduling(config: dict[str, Any], problems: list[str]) -> tuple[str, str]:
+    """`spec.config.gangScheduling`: its policy and, under ByWorkload, its admission ("" unset)."""
+    gang = config.get("gangScheduling") or {}
+    raw_policy = gang.get("policy", "")
+    gang_policy = _one_of("spec.config.gangScheduling.policy", raw_policy, GANG_POLICIES, problems)
+    by_workload = gang.get("byWorkload")
+    admission = ""
+    if gang_policy == "ByWorkload":
+        if by_workload is None:
+            problems.append("spec.config.gangScheduling.byWorkload: required when policy is ByWorkload")
+        else:
+            admission = _one_of(
+                "spec.config.gangScheduling.byWorkload.admission",
+                by_workload.get("admission", ""),
+                GANG_ADMISSIONS,
+                problems,
+            )
+    elif by_workload is not None and raw_policy in ("", *GANG_POLICIES):
+        problems.append("spec.config.gangScheduling.byWorkload: forbidden unless policy is ByWorkload")
+    return gang_policy, admission
+
+
+def _fragment(
+    frameworks: list[str],
+    external: list[str],
+    label_keys: list[str],
+    label_policy: str,
+    gang_policy: str,
+    admission: str,
+    preemption: str,
+) -> dict[str, Any]:
+    """The Configuration fields the checked Kueue object maps to."""
+    # The operator's mapping: "" means its default (QueueName, no gang scheduling, Parallel, Classical).
+    if gang_policy == "ByWorkload":
+        wait_for_pods_ready = {"enable": True, "blockAdmission": admission == "Sequential"}
+    else:
+        wait_for_pods_ready = {"enable": False}
+    fragment = {
+        "integrations": {
+            "frameworks": frameworks,
+            "externalFrameworks": external,
+            "labelKeysToCopy": label_keys,
+        },
+        "manageJobsWithoutQueueName": label_policy == "None",
+        "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_NAMESPACE_LABEL: "true"}},
+        "waitForPodsReady": wait_for_pods_ready,
+        "fairSharing": {"enable": preemption == "FairSharing"},
+    }
+    return fragment
+
+
+def map_kueue(data: Any, source: str = "<kueue>") -> Mapping:
+    """Check a Kueue object (a dict) and map it; ConfigError names every field that is wrong."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(source, [f"must hold one YAML object (a {API_VERSION} {KIND})"])
+    data = _drop_nulls(data)
+    problems = _header_problems(data)
     shape: list[str] = []
     _check(data, SCHEMA, "", shape)
     if shape:  # what follows reads the fields as the types they must have
@@ -288,23 +345,7 @@ def map_kueue(data: Any, source: str = "<kueue>") -> Mapping:
         problems,
     )
 
-    gang = config.get("gangScheduling") or {}
-    raw_policy = gang.get("policy", "")
-    gang_policy = _one_of("spec.config.gangScheduling.policy", raw_policy, GANG_POLICIES, problems)
-    by_workload = gang.get("byWorkload")
-    admission = ""
-    if gang_policy == "ByWorkload":
-        if by_workload is None:
-            problems.append("spec.config.gangScheduling.byWorkload: required when policy is ByWorkload")
-        else:
-            admission = _one_of(
-                "spec.config.gangScheduling.byWorkload.admission",
-                by_workload.get("admission", ""),
-                GANG_ADMISSIONS,
-                problems,
-            )
-    elif by_workload is not None and raw_policy in ("", *GANG_POLICIES):
-        problems.append("spec.config.gangScheduling.byWorkload: forbidden unless policy is ByWorkload")
+    gang_policy, admission = _gang_scheduling(config, problems)
 
     preemption = _one_of(
         "spec.config.preemption.preemptionPolicy",
@@ -315,22 +356,7 @@ def map_kueue(data: Any, source: str = "<kueue>") -> Mapping:
     if problems:
         raise ConfigError(source, problems)
 
-    # The operator's mapping: "" means its default (QueueName, no gang scheduling, Parallel, Classical).
-    if gang_policy == "ByWorkload":
-        wait_for_pods_ready = {"enable": True, "blockAdmission": admission == "Sequential"}
-    else:
-        wait_for_pods_ready = {"enable": False}
-    fragment = {
-        "integrations": {
-            "frameworks": frameworks,
-            "externalFrameworks": external,
-            "labelKeysToCopy": label_keys,
-        },
-        "manageJobsWithoutQueueName": label_policy == "None",
-        "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_NAMESPACE_LABEL: "true"}},
-        "waitForPodsReady": wait_for_pods_ready,
-        "fairSharing": {"enable": preemption == "FairSharing"},
-    }
+    fragment = _fragment(frameworks, external, label_keys, label_policy, gang_policy, admission, preemption)
     return Mapping(fragment, tuple(warnings))
 
 

@@ -135,10 +135,44 @@ def _local_queue(schema: Obj, columns: list[Obj]) -> None:
 
 
 def _workload(schema: Obj, columns: list[Obj]) -> None:
+    _workload_spec(schema)
+    _workload_status(schema)
+
+
+def _workload_spec(schema: Obj) -> None:
+    """The Workload's v1beta2 `spec`: priorityClassRef and its rules, preemption gates, slice
+    constraints."""
     spec = _props(schema, "spec")
     spec["properties"].pop("priorityClassName")
     spec["properties"].pop("priorityClassSource")
-    spec["properties"]["priorityClassRef"] = {
+    spec["properties"]["priorityClassRef"] = _priority_class_ref()
+    spec["properties"]["preemptionGates"] = _gate_list(
+        "Gates that govern whether this Workload may trigger preemptions (v1beta2 only).", {}
+    )
+    _validations(
+        spec,
+        lambda rule: (
+            {
+                **rule,
+                "rule": "!has(self.priorityClassRef) || has(self.priority)",
+                "message": "priority should not be nil when priorityClassRef is set",
+            }
+            if "priorityClassName" in rule["rule"]
+            else rule
+        ),
+    )
+    priority_rules = _priority_rules()
+    kept = [r for r in schema.get("x-kubernetes-validations", []) if "priorityClass" not in r["rule"]]
+    schema["x-kubernetes-validations"] = kept[:1] + priority_rules + kept[1:]
+    podset = _props(schema, "spec", "podSets")
+    request = podset["properties"].get("topologyRequest")
+    if request is not None:
+        request["properties"]["podsetSliceRequiredTopologyConstraints"] = _slice_constraints()
+
+
+def _priority_class_ref() -> Obj:
+    """v1beta2's `spec.priorityClassRef`, in place of priorityClassName and priorityClassSource."""
+    return {
         "description": "The PriorityClass (WorkloadPriorityClass or Pod PriorityClass) that gives "
         "this Workload its priority.",
         "type": "object",
@@ -159,27 +193,16 @@ def _workload(schema: Obj, columns: list[Obj]) -> None:
             },
         ],
     }
-    spec["properties"]["preemptionGates"] = _gate_list(
-        "Gates that govern whether this Workload may trigger preemptions (v1beta2 only).", {}
-    )
-    _validations(
-        spec,
-        lambda rule: (
-            {
-                **rule,
-                "rule": "!has(self.priorityClassRef) || has(self.priority)",
-                "message": "priority should not be nil when priorityClassRef is set",
-            }
-            if "priorityClassName" in rule["rule"]
-            else rule
-        ),
-    )
+
+
+def _priority_rules() -> list[Obj]:
+    """The rules that keep `spec.priorityClassRef` as it is while the Workload has quota reserved."""
     reserved = (
         "has(oldSelf.status) && has(oldSelf.status.conditions) && "
         "oldSelf.status.conditions.exists(c, c.type == 'QuotaReserved' && c.status == 'True')"
     )
     both = "has(oldSelf.spec.priorityClassRef) && has(self.spec.priorityClassRef)"
-    priority_rules = [
+    return [
         {
             "rule": f"({reserved}) ? (!has(oldSelf.spec.priorityClassRef) && !has(self.spec.priorityClassRef)) || ({both}) : true",
             "message": "priorityClassRef is immutable while workload quota reserved",
@@ -203,25 +226,28 @@ def _workload(schema: Obj, columns: list[Obj]) -> None:
             "fieldPath": ".spec.priorityClassRef.name",
         },
     ]
-    kept = [r for r in schema.get("x-kubernetes-validations", []) if "priorityClass" not in r["rule"]]
-    schema["x-kubernetes-validations"] = kept[:1] + priority_rules + kept[1:]
-    podset = _props(schema, "spec", "podSets")
-    request = podset["properties"].get("topologyRequest")
-    if request is not None:
-        request["properties"]["podsetSliceRequiredTopologyConstraints"] = {
-            "description": "Nested slice topology constraints (v1beta2 only).",
-            "type": "array",
-            "maxItems": 16,
-            "x-kubernetes-list-type": "atomic",
-            "items": {
-                "type": "object",
-                "required": ["topology", "size"],
-                "properties": {
-                    "topology": {"type": "string", "minLength": 1, "maxLength": 63},
-                    "size": {"type": "integer", "format": "int32", "minimum": 1},
-                },
+
+
+def _slice_constraints() -> Obj:
+    """v1beta2's `podSets[].topologyRequest.podsetSliceRequiredTopologyConstraints`."""
+    return {
+        "description": "Nested slice topology constraints (v1beta2 only).",
+        "type": "array",
+        "maxItems": 16,
+        "x-kubernetes-list-type": "atomic",
+        "items": {
+            "type": "object",
+            "required": ["topology", "size"],
+            "properties": {
+                "topology": {"type": "string", "minLength": 1, "maxLength": 63},
+                "size": {"type": "integer", "format": "int32", "minimum": 1},
             },
-        }
+        },
+    }
+
+
+def _workload_status(schema: Obj) -> None:
+    """The Workload's v1beta2 `status`: the misspelt field gone, preemption gates, topology slices."""
     status = _props(schema, "status")
     status["properties"].pop("accumulatedPastExexcutionTimeSeconds")
     status["properties"]["accumulatedPastExecutionTimeSeconds"]["description"] = (
@@ -263,83 +289,98 @@ def _topology_assignment(v1beta1: Obj) -> Obj:
         "required": ["levels", "slices"],
         "properties": {
             "levels": v1beta1["properties"]["levels"],
-            "slices": {
-                "type": "array",
-                "maxItems": 1000,
-                "x-kubernetes-list-type": "atomic",
-                "items": {
-                    "type": "object",
-                    "required": ["domainCount", "valuesPerLevel", "podCounts"],
-                    "properties": {
-                        "domainCount": counts,
-                        "valuesPerLevel": {
-                            "type": "array",
-                            "minItems": 1,
-                            "maxItems": 16,
-                            "x-kubernetes-list-type": "atomic",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "universal": {"type": "string", "maxLength": 63},
-                                    "individual": {
-                                        "type": "object",
-                                        "required": ["roots"],
-                                        "properties": {
-                                            "prefix": {"type": "string", "maxLength": 63},
-                                            "suffix": {"type": "string", "maxLength": 63},
-                                            "roots": {
-                                                "type": "array",
-                                                "minItems": 1,
-                                                "maxItems": 100000,
-                                                "x-kubernetes-list-type": "atomic",
-                                                "items": {"type": "string", "maxLength": 63},
-                                            },
-                                        },
-                                    },
-                                },
-                                "x-kubernetes-validations": [
-                                    {"rule": "has(self.universal) != has(self.individual)", "message": one_of}
-                                ],
-                            },
-                        },
-                        "podCounts": {
-                            "type": "object",
-                            "properties": {
-                                "universal": counts,
-                                "individual": {
-                                    "type": "array",
-                                    "minItems": 1,
-                                    "maxItems": 100000,
-                                    "x-kubernetes-list-type": "atomic",
-                                    "items": counts,
-                                },
-                            },
-                            "x-kubernetes-validations": [
-                                {
-                                    "rule": "[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1",
-                                    "message": one_of,
-                                }
-                            ],
-                        },
-                    },
-                    "x-kubernetes-validations": [
-                        {
-                            "rule": "!has(self.podCounts.individual) || size(self.podCounts.individual) == self.domainCount",
-                            "message": "podCounts.individual must have length equal to domainCount",
-                        },
-                        {
-                            "rule": "self.valuesPerLevel.all(x, !has(x.individual) || size(x.individual.roots) == self.domainCount)",
-                            "message": "valuesPerLevel.individual, if set, must have roots of length equal to "
-                            "domainCount of this TopologyAssignmentSlice",
-                        },
-                    ],
-                },
-            },
+            "slices": _assignment_slices(counts, one_of),
         },
         "x-kubernetes-validations": [
             {
                 "rule": "self.slices.all(x, size(x.valuesPerLevel) == size(self.levels))",
                 "message": "valuesPerLevel must have the same length as the number of levels in this TopologyAssignment",
+            }
+        ],
+    }
+
+
+def _assignment_slices(counts: Obj, one_of: str) -> Obj:
+    """v1beta2's `topologyAssignment.slices`: per slice its domain count, values and pod counts."""
+    return {
+        "type": "array",
+        "maxItems": 1000,
+        "x-kubernetes-list-type": "atomic",
+        "items": {
+            "type": "object",
+            "required": ["domainCount", "valuesPerLevel", "podCounts"],
+            "properties": {
+                "domainCount": counts,
+                "valuesPerLevel": _values_per_level(one_of),
+                "podCounts": _pod_counts(counts, one_of),
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.podCounts.individual) || size(self.podCounts.individual) == self.domainCount",
+                    "message": "podCounts.individual must have length equal to domainCount",
+                },
+                {
+                    "rule": "self.valuesPerLevel.all(x, !has(x.individual) || size(x.individual.roots) == self.domainCount)",
+                    "message": "valuesPerLevel.individual, if set, must have roots of length equal to "
+                    "domainCount of this TopologyAssignmentSlice",
+                },
+            ],
+        },
+    }
+
+
+def _values_per_level(one_of: str) -> Obj:
+    """A slice's `valuesPerLevel`: per level one value for every domain, or one for each."""
+    return {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 16,
+        "x-kubernetes-list-type": "atomic",
+        "items": {
+            "type": "object",
+            "properties": {
+                "universal": {"type": "string", "maxLength": 63},
+                "individual": {
+                    "type": "object",
+                    "required": ["roots"],
+                    "properties": {
+                        "prefix": {"type": "string", "maxLength": 63},
+                        "suffix": {"type": "string", "maxLength": 63},
+                        "roots": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": 100000,
+                            "x-kubernetes-list-type": "atomic",
+                            "items": {"type": "string", "maxLength": 63},
+                        },
+                    },
+                },
+            },
+            "x-kubernetes-validations": [
+                {"rule": "has(self.universal) != has(self.individual)", "message": one_of}
+            ],
+        },
+    }
+
+
+def _pod_counts(counts: Obj, one_of: str) -> Obj:
+    """A slice's `podCounts`: one count for every domain, or one for each."""
+    return {
+        "type": "object",
+        "properties": {
+            "universal": counts,
+            "individual": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 100000,
+                "x-kubernetes-list-type": "atomic",
+                "items": counts,
+            },
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "[has(self.universal),has(self.individual)].filter(x,x==true).size() == 1",
+                "message": one_of,
             }
         ],
     }

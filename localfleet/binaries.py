@@ -177,6 +177,21 @@ KWOK_STAGE_FILES = [
 ]
 
 
+def kubernetes_ldflags(version: str) -> list[str]:
+    """The -ldflags that stamp the built Kubernetes binaries with `version`, as a release does."""
+    major, minor = version.split(".")[:2]
+    ldflags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        ldflags += [
+            f"-X {pkg}.gitVersion=v{version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return ldflags
+
+
 class Builder:
     """Builds every binary from the Go module proxy, showing step and elapsed time."""
 
@@ -295,47 +310,8 @@ class Builder:
 
     def build_kubernetes(self) -> None:
         version = self.v["K8S_VERSION"]
-        staging = "v0." + version.split(".", 1)[1]  # 1.36.3 -> v0.36.3
-        wrapper = CACHE / "build" / f"kubernetes-v{version}"
-        wrapper.mkdir(parents=True, exist_ok=True)
-        if not (wrapper / "go.mod").exists():
-            self.run(
-                "init wrapper module", ["go", "mod", "init", "local.build/kubernetes-binaries"], cwd=wrapper
-            )
-            info = json.loads(
-                self.run(
-                    f"download k8s.io/kubernetes v{version}",
-                    ["go", "mod", "download", "-json", f"k8s.io/kubernetes@v{version}"],
-                    cwd=wrapper,
-                )
-            )
-            if "GoMod" not in info:
-                raise FleetError(f"k8s.io/kubernetes@v{version} not served: {info.get('Error', info)}")
-            upstream_mod = Path(info["GoMod"]).read_text()
-            edits = []
-            for line in upstream_mod.splitlines():
-                # Every staging module is required at v0.0.0 and replaced with a relative path upstream.
-                parts = line.split()
-                if len(parts) == 2 and parts[0].startswith("k8s.io/") and parts[1] == "v0.0.0":
-                    edits.append(f"-replace={parts[0]}={parts[0]}@{staging}")
-                if line.startswith("godebug default="):
-                    edits.append(f"-godebug={line.split()[1]}")
-            self.run("write replace directives", ["go", "mod", "edit", *edits], cwd=wrapper)
-            self.run(
-                f"resolve k8s.io/kubernetes v{version}",
-                ["go", "get", f"k8s.io/kubernetes@v{version}"],
-                cwd=wrapper,
-            )
-        major, minor = version.split(".")[:2]
-        ldflags = ["-s", "-w"]
-        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-            ldflags += [
-                f"-X {pkg}.gitVersion=v{version}",
-                f"-X {pkg}.gitMajor={major}",
-                f"-X {pkg}.gitMinor={minor}",
-                f"-X {pkg}.gitTreeState=clean",
-                f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
-            ]
+        wrapper = self.kubernetes_wrapper(version)
+        ldflags = kubernetes_ldflags(version)
         staging_dir = self.bins.k8s_dir.with_name(self.bins.k8s_dir.name + ".partial")
         staging_dir.mkdir(parents=True, exist_ok=True)
         for cmd in K8S_COMMANDS:
@@ -381,6 +357,42 @@ class Builder:
         if self.bins.k8s_dir.exists():
             shutil.rmtree(self.bins.k8s_dir)
         staging_dir.rename(self.bins.k8s_dir)
+
+    def kubernetes_wrapper(self, version: str) -> Path:
+        """The wrapper module that requires k8s.io/kubernetes at `version` with its staging modules
+        at the matching v0 versions (made on first use)."""
+        staging = "v0." + version.split(".", 1)[1]  # 1.36.3 -> v0.36.3
+        wrapper = CACHE / "build" / f"kubernetes-v{version}"
+        wrapper.mkdir(parents=True, exist_ok=True)
+        if not (wrapper / "go.mod").exists():
+            self.run(
+                "init wrapper module", ["go", "mod", "init", "local.build/kubernetes-binaries"], cwd=wrapper
+            )
+            info = json.loads(
+                self.run(
+                    f"download k8s.io/kubernetes v{version}",
+                    ["go", "mod", "download", "-json", f"k8s.io/kubernetes@v{version}"],
+                    cwd=wrapper,
+                )
+            )
+            if "GoMod" not in info:
+                raise FleetError(f"k8s.io/kubernetes@v{version} not served: {info.get('Error', info)}")
+            upstream_mod = Path(info["GoMod"]).read_text()
+            edits = []
+            for line in upstream_mod.splitlines():
+                # Every staging module is required at v0.0.0 and replaced with a relative path upstream.
+                parts = line.split()
+                if len(parts) == 2 and parts[0].startswith("k8s.io/") and parts[1] == "v0.0.0":
+                    edits.append(f"-replace={parts[0]}={parts[0]}@{staging}")
+                if line.startswith("godebug default="):
+                    edits.append(f"-godebug={line.split()[1]}")
+            self.run("write replace directives", ["go", "mod", "edit", *edits], cwd=wrapper)
+            self.run(
+                f"resolve k8s.io/kubernetes v{version}",
+                ["go", "get", f"k8s.io/kubernetes@v{version}"],
+                cwd=wrapper,
+            )
+        return wrapper
 
     def go_build_module(
         self, step: str, module: str, version: str, package: str, ldflags: str, out: Path, tags: str = ""

@@ -34,6 +34,7 @@ import re
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from localfleet.binaries import Binaries, Builder, read_versions
 from localfleet.cluster import FleetOptions
@@ -101,8 +102,9 @@ def cmd_build(args: argparse.Namespace) -> None:
     )
 
 
-def cmd_up(args: argparse.Namespace) -> None:
-    t0 = time.monotonic()
+def _checked_up_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """Checks how `up`'s flags combine (--setup-multikueue turns on --agents and --manager);
+    returns the clusters that run upstream Kueue."""
     if args.workers < 0:
         raise FleetError("--workers must be 0 (a manager cluster only) or more")
     if args.setup_multikueue:
@@ -129,8 +131,12 @@ def cmd_up(args: argparse.Namespace) -> None:
         raise FleetError("--upstream-kueue-lifted needs --upstream-kueue CLUSTER")
     if args.dispatcher == "LeastLoaded" and MANAGER in upstream:
         raise FleetError("--dispatcher LeastLoaded is ours: upstream Kueue has no such dispatcher")
-    bins = Binaries(read_versions())
-    opts = FleetOptions(
+    return upstream
+
+
+def _fleet_options(args: argparse.Namespace, upstream: tuple[str, ...]) -> FleetOptions:
+    """`up`'s flags as the FleetOptions of the fleet to start."""
+    return FleetOptions(
         workers=args.workers,
         nodes=args.nodes,
         node_cpu=args.node_cpu,
@@ -158,6 +164,13 @@ def cmd_up(args: argparse.Namespace) -> None:
         kueue_crds=not args.no_kueue_crds,
         conformance=args.conformance,
     )
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    t0 = time.monotonic()
+    upstream = _checked_up_args(args)
+    bins = Binaries(read_versions())
+    opts = _fleet_options(args, upstream)
     if opts.conformance and opts.light_workers:
         raise FleetError("--conformance needs pods on every cluster: drop --light-workers")
     existing = State.load(opts.run_dir)
@@ -335,16 +348,8 @@ def last_exit_text(status: dict) -> str:
     return f"{what} ({fmt_duration((dt.datetime.now(dt.UTC) - exited).total_seconds())} ago)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="localfleet", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--dir",
-        default=os.environ.get("LOCALFLEET_DIR", str(DEFAULT_RUN_DIR)),
-        help=f"run directory (default {DEFAULT_RUN_DIR}, or $LOCALFLEET_DIR)",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_build_parser(sub: Any) -> None:
+    """`build`: which binaries besides the fleet's own."""
     b = sub.add_parser("build", help="build or reuse the cached binaries")
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
     b.add_argument(
@@ -368,7 +373,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also promtool (PROMTOOL_VERSION), to check deploy/monitoring's alert rules (docs/metrics.md)",
     )
+
+
+def _add_up_parser(sub: Any) -> None:
+    """`up`: the fleet's size, our processes and their settings, then what the clusters run."""
     u = sub.add_parser("up", help="start a manager and N workers")
+    _add_up_kueue_flags(u)
+    _add_up_cluster_flags(u)
+
+
+def _add_up_kueue_flags(u: argparse.ArgumentParser) -> None:
+    """`up`'s size of the fleet, which of our processes run and with what settings."""
     u.add_argument("--workers", type=int, default=2, help="worker clusters (0: the manager cluster only)")
     u.add_argument("--nodes", type=int, default=4, help="fake nodes per worker")
     u.add_argument("--node-cpu", default="8")
@@ -422,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --setup-multikueue: do not create the sample LeaderWorkerSet (`sample-lws`) at the end",
     )
+
+
+def _add_up_cluster_flags(u: argparse.ArgumentParser) -> None:
+    """`up`'s upstream Kueue and what each cluster runs or leaves out."""
     u.add_argument(
         "--upstream-kueue",
         action="append",
@@ -487,6 +506,10 @@ def main(argv: list[str] | None = None) -> int:
         "kubectl get --raw '/debug/pprof/profile?seconds=30' > cpu.pprof; go tool pprof -top cpu.pprof",
     )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
+
+
+def _add_fleet_parsers(sub: Any) -> None:
+    """The commands on a fleet that is up: down, status, setup-multikueue, sample-lws, env."""
     sub.add_parser("down", help="stop the recorded processes and remove the run directory")
     sub.add_parser("status", help="what is up")
     sub.add_parser(
@@ -506,6 +529,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     s.add_argument("--timeout", type=float, default=SAMPLE_LWS_TIMEOUT, help="seconds to wait (default 180)")
     sub.add_parser("env", help="print shell exports for the running fleet")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="localfleet", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dir",
+        default=os.environ.get("LOCALFLEET_DIR", str(DEFAULT_RUN_DIR)),
+        help=f"run directory (default {DEFAULT_RUN_DIR}, or $LOCALFLEET_DIR)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_build_parser(sub)
+    _add_up_parser(sub)
+    _add_fleet_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
     # Piped into `head` and the like: end quietly, as shell tools do.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -1,6 +1,7 @@
 """`up`: a whole fleet, one manager cluster and N workers, started step by step (`FleetUp.run`) from
-the parts in localfleet.cluster (control planes), localfleet.ours (our processes) and
-localfleet.upstream (upstream Kueue); its certificates, ports and the manager's identity on workers."""
+the parts in localfleet.cluster (control planes), localfleet.operator_steps (the LWS, JobSet and
+Trainer controllers), localfleet.ours (our processes) and localfleet.upstream (upstream Kueue); its
+certificates, ports and the manager's identity on workers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from localfleet.binaries import Binaries
 from localfleet.cluster import ClusterPlan, ControlPlane, FleetOptions, etcd_prefix
 from localfleet.common import MANAGER, PROJECT, REPO, fmt_duration, log, write_file
 from localfleet.kube import Kubectl, sum_quantities
+from localfleet.operator_steps import OperatorSteps
 from localfleet.ours import OurProcesses
 from localfleet.pki import (
     FRONT_PROXY_CLIENT,
@@ -29,7 +31,7 @@ MULTIKUEUE_USER = "kueue-federation:multikueue-manager"
 MULTIKUEUE_ROLE_FILE = REPO / "deploy" / "rbac" / "multikueue-worker-clusterrole.yaml"
 
 
-class FleetUp(ControlPlane, OurProcesses, UpstreamKueue):
+class FleetUp(ControlPlane, OperatorSteps, OurProcesses, UpstreamKueue):
     def __init__(self, opts: FleetOptions, bins: Binaries) -> None:
         self.opts = opts
         self.bins = bins

@@ -4,8 +4,8 @@ Kubeflow Trainer (TrainJobs, which it runs as JobSets).
 All are controller-runtime managers built from their Go modules, configured by a file of their own
 (webhook port and certificate directory, no leader election, no internal certificate management) and
 serving mutating and validating webhooks that the fleet points at the local process, as envtest
-does. One `Operator` describes each; `ControlPlane` (localfleet.cluster) starts them, `Builder`
-(localfleet.binaries) builds them.
+does. One `Operator` describes each; `OperatorSteps` (localfleet.operator_steps) starts them,
+`Builder` (localfleet.binaries) builds them.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ fleet has no kubelet and no image): objects are checked, not pods. docs/helm.md.
 
 On the manager cluster, in a namespace and under a release name of their own. Cluster-scoped objects
 have the chart's fixed names: the fleet's CRDs stay (crds.enabled=false on install), and ClusterRoles
-another test applied from deploy/ (test_worker_agent_rbac) are adopted with --take-ownership and
-deleted by the uninstall (that test applies them again)."""
+another test applied from deploy/ (test_worker_agent_rbac, test_user_roles) are adopted with
+--take-ownership and deleted by the uninstall (those tests apply them again)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 import yaml
-from helm_kit import CHART, helm, load_docs, render
+from helm_kit import CHART, DEPLOY, helm, kustomize_python, load_docs, render
 
 pytestmark = pytest.mark.realcluster
 
@@ -27,8 +27,8 @@ CLUSTER_SCOPED = [
     ("clusterrolebinding", "kueue-worker-agent"),
     ("clusterrole", "kueue-federation-manager"),
     ("clusterrolebinding", "kueue-federation-manager"),
-    ("clusterrole", "kueue-pending-workloads-cq-viewer-role"),
-    ("clusterrole", "kueue-pending-workloads-lq-viewer-role"),
+    # The user-facing roles (kueue-batch-admin-role, kueue-batch-user-role, the roles they aggregate).
+    *(("clusterrole", d["metadata"]["name"]) for d in kustomize_python(DEPLOY / "rbac" / "user-roles")),
     ("mutatingwebhookconfiguration", "kueue-mutating-webhook-configuration"),
     ("validatingwebhookconfiguration", "kueue-validating-webhook-configuration"),
     ("apiservice", "v1beta2.visibility.kueue.x-k8s.io"),

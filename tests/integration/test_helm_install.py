@@ -12,6 +12,7 @@ another test applied from deploy/ (test_worker_agent_rbac, test_user_roles) are 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -36,6 +37,9 @@ CLUSTER_SCOPED = [
 ]
 # Objects another process of the fleet serves or reads: never taken over.
 LIVE_KINDS = {"mutatingwebhookconfiguration", "validatingwebhookconfiguration", "apiservice"}
+# Kept by `helm uninstall` (helm.sh/resource-policy: keep): the aggregated roles, which the
+# aggregation controller would create again if deleted with the roles they gather.
+KEPT = [("clusterrole", "kueue-batch-admin-role"), ("clusterrole", "kueue-batch-user-role")]
 
 
 @pytest.fixture
@@ -54,6 +58,8 @@ def release_namespace(fleet):
     yield ns
     run_helm(fleet, "uninstall", f"kf-{ns}", "--namespace", ns, "--wait", check=False)
     fleet.kubectl(CLUSTER, "delete", "namespace", ns, "--wait=false", check=False)
+    for kind, name in KEPT:
+        fleet.kubectl(CLUSTER, "delete", kind, name, "--ignore-not-found", check=False)
 
 
 def run_helm(fleet, *args: str, check: bool = True) -> str:
@@ -203,7 +209,16 @@ def test_install_upgrade_uninstall(fleet, release_namespace):
 
     run_helm(fleet, "uninstall", release, "--namespace", ns, "--wait")
     for kind, name in CLUSTER_SCOPED:
-        assert get(fleet, kind, name) is None, (kind, name)
+        if (kind, name) not in KEPT:
+            assert get(fleet, kind, name) is None, (kind, name)
+    # The kept aggregated roles: still aggregated, and with the roles they gather gone, no rules left.
+    for kind, name in KEPT:
+        deadline = time.monotonic() + 30
+        while (role := get(fleet, kind, name)) and role.get("rules") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert role["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", name
+        assert role["aggregationRule"]["clusterRoleSelectors"], name
+        assert not role.get("rules"), (name, role.get("rules"))
     for kind in ("deployment", "service", "configmap", "serviceaccount", "role", "rolebinding"):
         left = fleet.kubectl(
             CLUSTER, "get", kind, "-n", ns, "-l", f"app.kubernetes.io/instance={release}", "-o", "name"

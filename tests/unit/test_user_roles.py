@@ -192,15 +192,22 @@ def test_batch_admin_aggregates_everything(roles):
 
 def test_in_the_worker_agent_base_and_the_chart(roles):
     """deploy/worker-agent includes them; the chart renders them by default (with the worker_agent),
-    also with the visibility API off, and not with workerAgent.userRoles.enabled=false."""
+    also with the visibility API off, and not with workerAgent.userRoles.enabled=false; it keeps the
+    two aggregated ones on uninstall."""
     agent = {d["metadata"]["name"] for d in kustomize(DEPLOY / "worker-agent") if d["kind"] == "ClusterRole"}
     assert set(roles) <= agent
-    chart_roles = {k[1] for k in by_key(render()) if k[0] == "ClusterRole"}
-    assert set(roles) <= chart_roles
-    no_visibility = {
-        k[1] for k in by_key(render("workerAgent.visibility.enabled=false")) if k[0] == "ClusterRole"
-    }
-    assert set(roles) <= no_visibility
-    off = {k[1] for k in by_key(render("workerAgent.userRoles.enabled=false")) if k[0] == "ClusterRole"}
-    assert not set(roles) & off
+
+    def chart_roles(*sets: str) -> dict[str, dict]:
+        return {k[1]: d for k, d in by_key(render(*sets)).items() if k[0] == "ClusterRole"}
+
+    assert set(roles) <= set(chart_roles())
+    assert set(roles) <= set(chart_roles("workerAgent.visibility.enabled=false"))
+    off = chart_roles("workerAgent.userRoles.enabled=false")
+    assert not set(roles) & set(off)
     assert "kueue-worker-agent" in off
+    # `helm uninstall` keeps the two aggregated roles (deleted, the aggregation controller would
+    # create them again without their aggregationRule); the others go.
+    for name, doc in chart_roles().items():
+        if name in roles:
+            kept = (doc["metadata"].get("annotations") or {}).get("helm.sh/resource-policy") == "keep"
+            assert kept == (name in {"kueue-batch-admin-role", "kueue-batch-user-role"}), name

@@ -147,7 +147,8 @@ def kustomize(directory: Path) -> list[dict]:
 
 
 def kustomize_bases() -> dict[str, list[dict]]:
-    """Every base the chart mirrors; deploy/rbac is a plain file without a kustomization."""
+    """Every base the chart mirrors; deploy/rbac's remote role is a plain file without a kustomization
+    (deploy/rbac/user-roles is part of deploy/worker-agent)."""
     bases = {name: kustomize(DEPLOY / name) for name in ("crds", "worker-agent", "manager", "monitoring")}
     bases["rbac"] = load_docs((DEPLOY / "rbac" / "multikueue-worker-clusterrole.yaml").read_text())
     return bases

@@ -1,8 +1,8 @@
 """The visibility API (visibility.kueue.x-k8s.io) end to end, on a fleet of its own (`up --agents`):
 through each cluster's kube-apiserver (API aggregation, `kubectl get --raw`), the pending workloads of
 a ClusterQueue and of its LocalQueues in admission order with their positions, limit and offset,
-upstream's 404 and 400, 403 for a user without RBAC and 200 once the viewer roles of
-deploy/worker-agent/visibility.yaml are bound, discovery; and, straight at the agent's port, that a
+upstream's 404 and 400, 403 for a user without RBAC and 200 once the pending-workloads viewer roles
+of deploy/rbac/user-roles are bound, discovery; and, straight at the agent's port, that a
 request without a client certificate is 401 and that X-Remote-* headers count only from the
 front-proxy certificate."""
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.realcluster
 
 WORKER = "worker1"
 GROUP = "visibility.kueue.x-k8s.io"
-VIEWER_ROLES = REPO / "deploy" / "worker-agent" / "visibility.yaml"
+VIEWER_ROLES = REPO / "deploy" / "rbac" / "user-roles" / "pending-workloads-roles.yaml"
 SERVICE_NAME = "kueue-visibility-server.kueue-system.svc"
 
 
@@ -308,7 +308,7 @@ def test_rbac_decides_who_may_read(fleet, queue):
         f'User "{user}" cannot get resource "localqueues/pendingworkloads" in API group "{GROUP}" '
         f'in the namespace "{ns}"' in denied_lq.stderr
     )
-    # deploy/worker-agent/visibility.yaml's viewer roles: the LocalQueue one in the namespace only.
+    # deploy/rbac/user-roles' pending-workloads viewer roles: the LocalQueue one in the namespace only.
     roles = [d for d in yaml.safe_load_all(VIEWER_ROLES.read_text()) if d and d["kind"] == "ClusterRole"]
     apply(fleet, WORKER, *roles)
     apply(

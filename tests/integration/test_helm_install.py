@@ -6,17 +6,18 @@ fleet has no kubelet and no image): objects are checked, not pods. docs/helm.md.
 
 On the manager cluster, in a namespace and under a release name of their own. Cluster-scoped objects
 have the chart's fixed names: the fleet's CRDs stay (crds.enabled=false on install), and ClusterRoles
-another test applied from deploy/ (test_worker_agent_rbac) are adopted with --take-ownership and
-deleted by the uninstall (that test applies them again)."""
+another test applied from deploy/ (test_worker_agent_rbac, test_user_roles) are adopted with
+--take-ownership and deleted by the uninstall (those tests apply them again)."""
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
 import yaml
-from helm_kit import CHART, helm, load_docs, render
+from helm_kit import CHART, DEPLOY, helm, kustomize_python, load_docs, render
 
 pytestmark = pytest.mark.realcluster
 
@@ -27,8 +28,8 @@ CLUSTER_SCOPED = [
     ("clusterrolebinding", "kueue-worker-agent"),
     ("clusterrole", "kueue-federation-manager"),
     ("clusterrolebinding", "kueue-federation-manager"),
-    ("clusterrole", "kueue-pending-workloads-cq-viewer-role"),
-    ("clusterrole", "kueue-pending-workloads-lq-viewer-role"),
+    # The user-facing roles (kueue-batch-admin-role, kueue-batch-user-role, the roles they aggregate).
+    *(("clusterrole", d["metadata"]["name"]) for d in kustomize_python(DEPLOY / "rbac" / "user-roles")),
     ("mutatingwebhookconfiguration", "kueue-mutating-webhook-configuration"),
     ("validatingwebhookconfiguration", "kueue-validating-webhook-configuration"),
     ("apiservice", "v1beta2.visibility.kueue.x-k8s.io"),
@@ -36,6 +37,9 @@ CLUSTER_SCOPED = [
 ]
 # Objects another process of the fleet serves or reads: never taken over.
 LIVE_KINDS = {"mutatingwebhookconfiguration", "validatingwebhookconfiguration", "apiservice"}
+# Kept by `helm uninstall` (helm.sh/resource-policy: keep): the aggregated roles, which the
+# aggregation controller would create again if deleted with the roles they gather.
+KEPT = [("clusterrole", "kueue-batch-admin-role"), ("clusterrole", "kueue-batch-user-role")]
 
 
 @pytest.fixture
@@ -54,6 +58,8 @@ def release_namespace(fleet):
     yield ns
     run_helm(fleet, "uninstall", f"kf-{ns}", "--namespace", ns, "--wait", check=False)
     fleet.kubectl(CLUSTER, "delete", "namespace", ns, "--wait=false", check=False)
+    for kind, name in KEPT:
+        fleet.kubectl(CLUSTER, "delete", kind, name, "--ignore-not-found", check=False)
 
 
 def run_helm(fleet, *args: str, check: bool = True) -> str:
@@ -203,7 +209,16 @@ def test_install_upgrade_uninstall(fleet, release_namespace):
 
     run_helm(fleet, "uninstall", release, "--namespace", ns, "--wait")
     for kind, name in CLUSTER_SCOPED:
-        assert get(fleet, kind, name) is None, (kind, name)
+        if (kind, name) not in KEPT:
+            assert get(fleet, kind, name) is None, (kind, name)
+    # The kept aggregated roles: still aggregated, and with the roles they gather gone, no rules left.
+    for kind, name in KEPT:
+        deadline = time.monotonic() + 30
+        while (role := get(fleet, kind, name)) and role.get("rules") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert role["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", name
+        assert role["aggregationRule"]["clusterRoleSelectors"], name
+        assert not role.get("rules"), (name, role.get("rules"))
     for kind in ("deployment", "service", "configmap", "serviceaccount", "role", "rolebinding"):
         left = fleet.kubectl(
             CLUSTER, "get", kind, "-n", ns, "-l", f"app.kubernetes.io/instance={release}", "-o", "name"

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from admission_kit import cluster_queue, eventually, local_queue, resource_flavor, unique
 
-from kube_runtime import api
 from kube_runtime.client import Forbidden, KubeClient
+from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 

@@ -308,14 +308,14 @@ def child_job(owner_uid: str = "uid-js") -> dict:
 )
 def test_the_jobs_of_a_managed_jobset_are_not_top_level(labels, without_queue_name, owner_uid, expected):
     integration = js_mod.JobSetIntegration.__new__(js_mod.JobSetIntegration)
-    integration.jobsets = FakeCache(job_set(labels=labels))
+    integration.objects = FakeCache(job_set(labels=labels))
     integration.config = SimpleNamespace(manage_jobs_without_queue_name=without_queue_name)
     assert integration.manages_child(child_job(owner_uid)) is expected
 
 
 def test_a_job_whose_jobset_is_not_cached_is_asked_again_and_a_plain_job_is_top_level():
     integration = js_mod.JobSetIntegration.__new__(js_mod.JobSetIntegration)
-    integration.jobsets = FakeCache()
+    integration.objects = FakeCache()
     integration.config = SimpleNamespace(manage_jobs_without_queue_name=False)
     assert integration.manages_child(child_job()) is None
     assert integration.manages_child({"metadata": {"name": "plain", "namespace": "ns"}}) is False

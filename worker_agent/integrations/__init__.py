@@ -3,7 +3,8 @@ TrainJobs, StatefulSets; a Deployment only through its pods) into
 Workloads and start or stop them as the Workloads are admitted or evicted.
 
 Each integration is a class taking the Agent; its constructor builds informers and controllers
-and hands them to `agent.register(...)`.
+and hands them to `agent.register(...)`. Job, JobSet and TrainJob are subclasses of
+`jobframework.JobReconciler`: declarations and per-kind hooks over one reconcile.
 """
 
 from __future__ import annotations

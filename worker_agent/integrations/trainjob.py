@@ -43,24 +43,21 @@ from typing import Any
 import structlog
 
 from kube_runtime.client import Conflict, Forbidden, Invalid, NotFound
-from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
-from kube_runtime.labels import selector_matches
 from kueue_domain import api, naming
-from kueue_domain import workload as wlstatus
-from worker_agent.integrations import framework
-from worker_agent.integrations.jobset import pods_count, pods_count_per_replica, replicas
+from worker_agent.integrations import framework, jobframework
+from worker_agent.integrations.jobset import (
+    replicated_jobs_podsets,
+    replicated_jobs_ready,
+    replicated_jobs_reclaimable,
+)
 
 log = structlog.get_logger("worker_agent.trainjob")
 
 Obj = dict[str, Any]
 TRAIN_JOB_KIND = api.TRAIN_JOB.kind
 TRAIN_JOB_GROUP = api.TRAIN_JOB.group
-INDEX_TRAIN_JOB_OWNER_UID = "trainJobOwnerUID"  # Workloads by the UID of the TrainJob controlling them
-INDEX_TRAIN_JOB_OWNER_KEY = "trainJobOwnerKey"  # Workloads by "<namespace>/<name>" of that TrainJob
-INDEX_TRAIN_JOB_NAMESPACE = "namespace"  # TrainJobs by namespace
 INDEX_TRAIN_JOB_RUNTIME = "runtime"  # TrainJobs by "<kind>/<namespace>/<name>" of their runtime
-STOP_RECHECK_SECONDS = 2.0
 # A replicated Job's role (the Trainer's ancestor label) whose Job runs once.
 SINGLE_JOB_ANCESTORS = (
     api.TRAIN_JOB_ANCESTOR_TRAINER,
@@ -86,10 +83,6 @@ class RuntimeMissing(Exception):
 
 # ------------------------------------------------------------------------------------------------
 # Pure parts: reading a TrainJob
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
 
 
 def _spec(train_job: Obj) -> Obj:
@@ -121,36 +114,15 @@ def is_active(train_job: Obj) -> bool:
 
 def finished(train_job: Obj) -> tuple[bool, bool, str]:
     """(finished, succeeded, message) from the TrainJob's `Complete`, then `Failed`, condition."""
-    conditions = (train_job.get("status") or {}).get("conditions") or ()
-    for ctype, succeeded in (
-        (api.TRAIN_JOB_CONDITION_COMPLETE, True),
-        (api.TRAIN_JOB_CONDITION_FAILED, False),
-    ):
-        for c in conditions:
-            if c.get("type") == ctype and c.get("status") == api.CONDITION_TRUE:
-                return True, succeeded, c.get("message") or ""
-    return False, False, ""
-
-
-def managed_by(train_job: Obj) -> str:
-    return _spec(train_job).get("managedBy") or api.TRAIN_JOB_MANAGED_BY_DEFAULT
-
-
-def max_execution_seconds(train_job: Obj) -> int | None:
-    value = _labels(train_job).get(api.LABEL_MAX_EXEC_TIME_SECONDS)
-    if value and value.isdigit() and int(value) > 0:
-        return int(value)
-    return None
+    return jobframework.condition_finished(
+        train_job, api.TRAIN_JOB_CONDITION_COMPLETE, api.TRAIN_JOB_CONDITION_FAILED
+    )
 
 
 def workload_name(train_job: Obj) -> str:
     """GetWorkloadNameForOwnerWithGVK with the TrainJob GVK."""
     meta = train_job["metadata"]
     return naming.workload_name(meta["name"], meta["uid"], TRAIN_JOB_KIND, TRAIN_JOB_GROUP)
-
-
-def prebuilt_workload_name(train_job: Obj) -> str | None:
-    return naming.prebuilt_workload_name(train_job) or None
 
 
 def kueue_runtime_patch(train_job: Obj) -> Obj | None:
@@ -277,74 +249,27 @@ def child_job_set_spec(train_job: Obj, runtime: Obj) -> Obj:
     return template
 
 
+def _child_replicated_jobs(train_job: Obj, runtime: Obj) -> list[Obj]:
+    return list(child_job_set_spec(train_job, runtime).get("replicatedJobs") or ())
+
+
+def _jobs_status(train_job: Obj) -> list[Obj]:
+    return list((train_job.get("status") or {}).get("jobsStatus") or ())
+
+
 def train_job_podsets(train_job: Obj, runtime: Obj) -> list[Obj]:
     """One PodSet per replicated Job of the child JobSet, in order."""
-    return [
-        {
-            "name": rj.get("name", ""),
-            "count": pods_count(rj),
-            "template": framework.template_for_podset(
-                ((rj.get("template") or {}).get("spec") or {}).get("template")
-            ),
-        }
-        for rj in child_job_set_spec(train_job, runtime).get("replicatedJobs") or ()
-    ]
+    return replicated_jobs_podsets(_child_replicated_jobs(train_job, runtime))
 
 
 def pods_ready(train_job: Obj, runtime: Obj) -> bool:
     """Every Job is ready or succeeded: the child JobSet's replicas against jobsStatus."""
-    wanted = sum(replicas(rj) for rj in child_job_set_spec(train_job, runtime).get("replicatedJobs") or ())
-    statuses = (train_job.get("status") or {}).get("jobsStatus") or ()
-    return wanted == sum(int(s.get("ready") or 0) + int(s.get("succeeded") or 0) for s in statuses)
+    return replicated_jobs_ready(_child_replicated_jobs(train_job, runtime), _jobs_status(train_job))
 
 
 def reclaimable_pods(train_job: Obj, runtime: Obj) -> list[Obj]:
     """Per replicated Job with 0 < succeeded Jobs <= replicas: succeeded x pods per replica."""
-    statuses = {s.get("name"): s for s in (train_job.get("status") or {}).get("jobsStatus") or ()}
-    if not statuses:
-        return []
-    result = []
-    for rj in child_job_set_spec(train_job, runtime).get("replicatedJobs") or ():
-        status = statuses.get(rj.get("name"))
-        succeeded = int((status or {}).get("succeeded") or 0)
-        if status is not None and 0 < succeeded <= replicas(rj):
-            result.append({"name": rj.get("name", ""), "count": succeeded * pods_count_per_replica(rj)})
-    return result
-
-
-def equivalent(train_job: Obj, runtime: Obj, wl: Obj, flavors: Mapping[str, Obj]) -> bool:
-    """Does the Workload describe this TrainJob? (As for JobSets.)"""
-    spec = wl.get("spec") or {}
-    if spec.get("maximumExecutionTimeSeconds") != max_execution_seconds(train_job):
-        return False
-    ours = train_job_podsets(train_job, runtime)
-    if [p["name"] for p in ours] != [p.get("name") for p in spec.get("podSets") or ()]:
-        return False
-    admitted = wlstatus.is_admitted(wl)
-    running = framework.expected_running_podsets(wl, flavors)
-    if running is not None:
-        if framework.podsets_equivalent(ours, running, ignore_tolerations=admitted):
-            return True
-        if not is_suspended(train_job):
-            return False
-    return framework.podsets_equivalent(ours, spec.get("podSets") or [], ignore_tolerations=admitted)
-
-
-def pods_ready_condition(train_job: Obj, runtime: Obj, wl: Obj) -> tuple[str, str, str]:
-    """(status, reason, message) of the Workload's PodsReady condition (as for Jobs)."""
-    previous = wlstatus.condition(wl, api.WORKLOAD_PODS_READY)
-    previous_reason = (previous or {}).get("reason")
-    if not wlstatus.is_admitted(wl):
-        return api.CONDITION_FALSE, api.REASON_WAIT_FOR_START, api.MSG_WAIT_FOR_START
-    if pods_ready(train_job, runtime):
-        recovering = previous_reason in (api.REASON_WAIT_FOR_RECOVERY, api.REASON_RECOVERED)
-        reason = api.REASON_RECOVERED if recovering else api.REASON_STARTED
-        return api.CONDITION_TRUE, reason, api.MSG_PODS_READY
-    if (previous or {}).get(
-        "status"
-    ) == api.CONDITION_TRUE or previous_reason == api.REASON_WAIT_FOR_RECOVERY:
-        return api.CONDITION_FALSE, api.REASON_WAIT_FOR_RECOVERY, api.MSG_WAIT_FOR_RECOVERY
-    return api.CONDITION_FALSE, api.REASON_WAIT_FOR_START, api.MSG_WAIT_FOR_START
+    return replicated_jobs_reclaimable(_child_replicated_jobs(train_job, runtime), _jobs_status(train_job))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -421,68 +346,29 @@ def restored_train_job(train_job: Obj) -> Obj | None:
 # The integration
 
 
-def controlling_train_job(wl: Obj) -> Obj | None:
-    """The Workload's controller owner reference when it is a TrainJob."""
-    for ref in (wl.get("metadata") or {}).get("ownerReferences") or ():
-        if (
-            ref.get("controller")
-            and ref.get("kind") == TRAIN_JOB_KIND
-            and ref.get("apiVersion") == api.TRAIN_JOB.api_version
-        ):
-            return ref
-    return None
-
-
 def controller_train_job_ref(obj: Obj) -> Obj | None:
     """The object's controller owner reference when it is a TrainJob (the JobSet a TrainJob owns)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            group = (ref.get("apiVersion") or "").rpartition("/")[0]
-            return ref if (group, ref.get("kind")) == (TRAIN_JOB_GROUP, TRAIN_JOB_KIND) else None
-    return None
-
-
-def _owner_uid_index(wl: Obj) -> tuple[str, ...]:
-    ref = controlling_train_job(wl)
-    return (ref["uid"],) if ref and ref.get("uid") else ()
-
-
-def _owner_key_index(wl: Obj) -> tuple[str, ...]:
-    ref = controlling_train_job(wl)
-    return (f"{wl['metadata'].get('namespace', '')}/{ref['name']}",) if ref and ref.get("name") else ()
-
-
-def _namespace_index(train_job: Obj) -> tuple[str, ...]:
-    return (train_job["metadata"].get("namespace", ""),)
+    return jobframework.controller_ref_of_kind(api.TRAIN_JOB, obj)
 
 
 def _runtime_index(train_job: Obj) -> tuple[str, ...]:
     return (f"{runtime_ref(train_job)[0]}/{runtime_key(train_job)}",)
 
 
-class TrainJobIntegration(framework.WorkloadWrites):
-    name = api.FRAMEWORK_TRAIN_JOB
+class TrainJobIntegration(jobframework.JobReconciler):
+    """The JobSet a managed TrainJob owns, and its Jobs, are left to the TrainJob's Workload
+    (`manages_child`, asked by the JobSet integration)."""
 
-    def __init__(self, agent: Any) -> None:
-        self.agent = agent
-        self.kube = agent.kube
-        self.state = agent.state
-        self.config = agent.config
-        self.recorder = agent.recorder
-        self.trainjobs = Informer(self.kube, api.TRAIN_JOB, name="trainjobs")
-        self.trainjobs.add_index(INDEX_TRAIN_JOB_NAMESPACE, _namespace_index)
-        self.trainjobs.add_index(INDEX_TRAIN_JOB_RUNTIME, _runtime_index)
+    name = api.FRAMEWORK_TRAIN_JOB
+    resource = api.TRAIN_JOB
+    index_prefix = "trainJob"
+    managed_by_default = api.TRAIN_JOB_MANAGED_BY_DEFAULT
+
+    def watch_more(self) -> list[Informer]:
+        self.objects.add_index(INDEX_TRAIN_JOB_RUNTIME, _runtime_index)
         self.runtimes = Informer(self.kube, api.TRAINING_RUNTIME, name="trainingruntimes")
         self.cluster_runtimes = Informer(
             self.kube, api.CLUSTER_TRAINING_RUNTIME, name="clustertrainingruntimes"
-        )
-        self.state.workloads.add_index(INDEX_TRAIN_JOB_OWNER_UID, _owner_uid_index)
-        self.state.workloads.add_index(INDEX_TRAIN_JOB_OWNER_KEY, _owner_key_index)
-        self.controller = Controller("trainjob", self.reconcile, concurrency=3, clock=agent.clock)
-        self.trainjobs.add_handler(
-            on_add=self._enqueue_object,
-            on_update=lambda old, new: self._enqueue_object(new),
-            on_delete=self._enqueue_object,
         )
         for informer, kind in (
             (self.runtimes, api.TRAINING_RUNTIME.kind),
@@ -492,66 +378,11 @@ class TrainJobIntegration(framework.WorkloadWrites):
                 on_add=lambda obj, kind=kind: self._enqueue_for_runtime(kind, obj),
                 on_update=lambda old, new, kind=kind: self._enqueue_for_runtime(kind, new),
             )
-        self.state.workloads.add_handler(
-            on_add=self._enqueue_for_workload,
-            on_update=lambda old, new: self._enqueue_for_workload(new),
-            on_delete=self._enqueue_for_workload,
-        )
-        self.state.local_queues.add_handler(on_add=self._enqueue_for_local_queue)
-        agent.register(
-            informers=[self.trainjobs, self.runtimes, self.cluster_runtimes],
-            controllers=[self.controller],
-            on_leading=self._enqueue_all,
-            requires=api.TRAIN_JOB,
-        )
-
-    # -- event routing ---------------------------------------------------------------------------
-
-    def _enqueue_object(self, train_job: Obj) -> None:
-        self.controller.enqueue(object_key(train_job))
+        return [self.runtimes, self.cluster_runtimes]
 
     def _enqueue_for_runtime(self, kind: str, runtime: Obj) -> None:
-        for key in self.trainjobs.store.index_keys(INDEX_TRAIN_JOB_RUNTIME, f"{kind}/{object_key(runtime)}"):
+        for key in self.objects.store.index_keys(INDEX_TRAIN_JOB_RUNTIME, f"{kind}/{object_key(runtime)}"):
             self.controller.enqueue(key)
-
-    def _enqueue_for_workload(self, wl: Obj) -> None:
-        for key in _owner_key_index(wl):
-            self.controller.enqueue(key)
-
-    def _enqueue_for_local_queue(self, lq: Obj) -> None:
-        if lq["metadata"]["name"] == api.DEFAULT_NAME:
-            namespace = lq["metadata"].get("namespace", "")
-            for key in self.trainjobs.store.index_keys(INDEX_TRAIN_JOB_NAMESPACE, namespace):
-                self.controller.enqueue(key)
-
-    def _enqueue_all(self) -> None:
-        for key in self.trainjobs.store.keys():
-            self.controller.enqueue(key)
-        for key in self.state.workloads.store.index_values(INDEX_TRAIN_JOB_OWNER_KEY):
-            self.controller.enqueue(key)
-
-    # -- the JobSet and batch/v1 Job integrations ask this ----------------------------------------
-
-    def manages_child(self, obj: Obj) -> bool | None:
-        """Whether `obj` (the JobSet a TrainJob creates) belongs to a TrainJob Kueue manages: its
-        controller is a TrainJob with a queue name, or any TrainJob with manageJobsWithoutQueueName.
-        None when the TrainJob is not in the cache yet."""
-        ref = controller_train_job_ref(obj)
-        if ref is None:
-            return False
-        train_job = self.trainjobs.get(f"{obj['metadata'].get('namespace', '')}/{ref.get('name')}")
-        if train_job is None:
-            return None
-        if train_job["metadata"].get("uid") != ref.get("uid"):
-            return False
-        return (
-            bool(_labels(train_job).get(api.LABEL_QUEUE_NAME)) or self.config.manage_jobs_without_queue_name
-        )
-
-    # -- reads -----------------------------------------------------------------------------------
-
-    def _flavors(self) -> dict[str, Obj]:
-        return {f["metadata"]["name"]: f for f in self.state.flavors.list()}
 
     def _runtime(self, train_job: Obj) -> Obj:
         kind, name = runtime_ref(train_job)
@@ -561,312 +392,45 @@ class TrainJobIntegration(framework.WorkloadWrites):
             raise RuntimeMissing(f"runtime '{name}' not found")
         return runtime
 
-    def _namespace_managed(self, namespace: str) -> bool:
-        return selector_matches(
-            self.config.managed_jobs_namespace_selector, self.state.namespace_labels.get(namespace, {})
-        )
+    # -- the kind's hooks ------------------------------------------------------------------------
 
-    def _queue_name(self, train_job: Obj, owned: list[Obj]) -> str | None:
-        label = _labels(train_job).get(api.LABEL_QUEUE_NAME)
-        if label:
-            return label
-        if owned:
-            return (owned[0].get("spec") or {}).get("queueName") or ""
-        namespace = train_job["metadata"].get("namespace", "")
-        if (
-            is_suspended(train_job)
-            and self.state.local_queues.get(f"{namespace}/{api.DEFAULT_NAME}") is not None
-        ):
-            return api.DEFAULT_NAME
-        if self.config.manage_jobs_without_queue_name:
-            return ""
-        return None
-
-    def _owned_workloads(self, train_job: Obj) -> list[Obj]:
-        owned = self.state.workloads.by_index(INDEX_TRAIN_JOB_OWNER_UID, train_job["metadata"]["uid"])
-        return sorted(
-            owned, key=lambda w: (w["metadata"].get("creationTimestamp", ""), w["metadata"]["name"])
-        )
-
-    def _held_back(self, train_job: Obj, wl: Obj) -> bool:
-        """As for JobSets: a TrainJob of a MultiKueue ClusterQueue that the Trainer would run here is
-        never started; one managed by MultiKueue is unsuspended (nothing runs here)."""
-        if managed_by(train_job) == api.MULTIKUEUE_CONTROLLER_NAME:
-            return False
-        names = {c.get("name") for c in wlstatus.check_states(wl)}
-        cq_name = self.state.cluster_queue_for(wl)
-        cq = self.state.cluster_queues.get(cq_name) if cq_name else None
-        if cq is not None:
-            spec = cq.get("spec") or {}
-            names.update(spec.get("admissionChecks") or ())
-            for rule in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or ():
-                names.add(rule.get("name"))
-        for name in names:
-            check = self.state.admission_checks.get(name) if name else None
-            if check and (check.get("spec") or {}).get("controllerName") == api.MULTIKUEUE_CONTROLLER_NAME:
-                return True
-        return False
-
-    # -- reconcile -------------------------------------------------------------------------------
-
-    async def reconcile(self, key: str) -> Result | None:
-        namespace = key.partition("/")[0]
-        train_job = self.trainjobs.get(key)
-        live_uid = train_job["metadata"]["uid"] if train_job is not None else None
-        await self._release_orphans(key, live_uid)
-        if train_job is None or train_job["metadata"].get("deletionTimestamp"):
-            return None
-        if not self._namespace_managed(namespace):
-            return None
-        if managed_by(train_job) not in (api.TRAIN_JOB_MANAGED_BY_DEFAULT, api.MULTIKUEUE_CONTROLLER_NAME):
-            return None  # run by another controller
-        owned = self._owned_workloads(train_job)
-        queue = self._queue_name(train_job, owned)
-        if queue is None:
-            return None
+    def ready(self, key: str, train_job: Obj) -> bool:
         try:
-            runtime = self._runtime(train_job)
+            self._runtime(train_job)
         except RuntimeMissing as exc:
             # Upstream fails the reconcile; a runtime created later enqueues the TrainJob again.
             log.info("cannot derive the TrainJob's PodSets", trainjob=key, error=str(exc))
-            return None
+            return False
+        return True
 
-        prebuilt = prebuilt_workload_name(train_job)
-        if prebuilt:
-            wl = await self._prebuilt_workload(train_job, runtime, prebuilt)
-        else:
-            wl, retry = await self._ensure_one_workload(train_job, runtime, owned)
-            if retry:
-                return Result(requeue=True)
+    def podsets(self, train_job: Obj) -> list[Obj]:
+        return train_job_podsets(train_job, self._runtime(train_job))
 
-        # 1. Workload finished: let it go.
-        if wl is not None and wlstatus.is_finished(wl):
-            if api.FINALIZER_RESOURCE_IN_USE in (wl["metadata"].get("finalizers") or ()):
-                await self._remove_finalizer(wl)
-            return None
-        # 2. Workload being deleted: stop the TrainJob and let the Workload go.
-        if wl is not None and wl["metadata"].get("deletionTimestamp"):
-            if not await self._stop(train_job, api.MSG_WORKLOAD_DELETED):
-                return Result(requeue_after=STOP_RECHECK_SECONDS)
-            await self._remove_finalizer(wl)
-            return None
-        # 3. TrainJob finished: finish the Workload.
-        done, succeeded, message = finished(train_job)
-        if done:
-            if wl is not None:
-                await self._finish_workload(
-                    wl, api.REASON_SUCCEEDED if succeeded else api.REASON_FAILED, message, train_job
-                )
-            return None
-        if wl is None:
-            if prebuilt:
-                await self._stop(train_job, api.MSG_MISSING_PREBUILT_WORKLOAD)
-            elif not is_active(train_job):
-                await self._create_workload(train_job, runtime, queue)
-            return None
-        # 4. Replicated Jobs that succeeded.
-        wl = await self._sync_reclaimable_pods(train_job, runtime, wl)
-        # 5. PodsReady.
-        if self.config.wait_for_pods_ready is not None:
-            wl = await self._sync_pods_ready(train_job, runtime, wl)
-        # 6. Evicted: stop, then release the quota once nothing runs.
-        evicted = wlstatus.condition(wl, api.WORKLOAD_EVICTED)
-        if evicted is not None and evicted.get("status") == api.CONDITION_TRUE:
-            stopped = await self._stop(train_job, evicted.get("message", ""))
-            if wlstatus.has_quota_reservation(wl) and stopped:
-                current = wlstatus.working_copy(wl)
-                if wlstatus.clear_reservation_after_eviction(
-                    current, self.agent.clock.now(), self.agent.config.features
-                ):
-                    await self._apply_admission_status(current)
-            return None if stopped else Result(requeue_after=STOP_RECHECK_SECONDS)
-        # 7. Suspended: start when admitted, else keep the Workload's queue in step.
-        if is_suspended(train_job):
-            if wlstatus.is_admitted(wl):
-                if not self._held_back(train_job, wl):
-                    await self._start(train_job, wl)
-                return None
-            if restored_train_job(train_job) is not None and not is_active(train_job):
-                await self._stop(train_job, api.MSG_NOT_ADMITTED)  # a stop that did not finish
-            if (wl.get("spec") or {}).get("queueName", "") != queue and not wlstatus.has_quota_reservation(
-                wl
-            ):
-                with contextlib.suppress(NotFound):
-                    await self.kube.patch_merge(
-                        api.WORKLOAD,
-                        wl["metadata"]["name"],
-                        {"spec": {"queueName": queue or None}},
-                        namespace=namespace,
-                    )
-            return None
-        # 8. Running without admission.
-        if not wlstatus.is_admitted(wl):
-            if not await self._stop(train_job, api.MSG_NOT_ADMITTED):
-                return Result(requeue_after=STOP_RECHECK_SECONDS)
-        return None
+    is_active = staticmethod(is_active)
+    finished = staticmethod(finished)
 
-    # -- Workload lookup, creation and clean-up ------------------------------------------------
+    def pods_ready(self, train_job: Obj) -> bool:
+        return pods_ready(train_job, self._runtime(train_job))
 
-    async def _ensure_one_workload(
-        self, train_job: Obj, runtime: Obj, owned: list[Obj]
-    ) -> tuple[Obj | None, bool]:
-        flavors = self._flavors()
-        match = next((wl for wl in owned if equivalent(train_job, runtime, wl, flavors)), None)
-        others = [wl for wl in owned if wl is not match]
-        if match is None and not is_suspended(train_job) and not finished(train_job)[0]:
-            message = api.MSG_NO_MATCHING_WORKLOAD if len(others) == 1 else api.MSG_MISSING_WORKLOAD
-            await self._stop(train_job, message)
-        deleted = 0
-        for wl in others:
-            meta = wl["metadata"]
-            await self._remove_finalizer(wl)
-            try:
-                await self.kube.delete(api.WORKLOAD, meta["name"], namespace=meta["namespace"])
-            except NotFound:
-                continue
-            deleted += 1
-            await self._event(
-                train_job,
-                api.EVENT_DELETED_WORKLOAD,
-                api.deleted_not_matching_workload_message(meta["namespace"], meta["name"]),
-            )
-        if deleted:
-            return match, True
-        if match is not None:
-            # A changed priority-class label: the Workload takes the new class and value (its pod
-            # PriorityClass, when the label has none, comes from the Workload's pod sets as upstream's).
-            podsets = (match.get("spec") or {}).get("podSets") or []
-            match, ok = await self._follow_priority_label(
-                train_job,
-                match,
-                _labels(train_job).get(api.LABEL_PRIORITY_CLASS) or "",
-                lambda: self._priority(train_job, podsets),
-            )
-            if not ok:
-                return None, True
-        return match, False
+    def reclaimable_pods(self, train_job: Obj, wl: Obj) -> list[Obj]:
+        return reclaimable_pods(train_job, self._runtime(train_job))
 
-    async def _prebuilt_workload(self, train_job: Obj, runtime: Obj, name: str) -> Obj | None:
-        """A Workload created for the TrainJob beforehand (by MultiKueue): adopted, or None."""
-        return await self._adopt_prebuilt(
-            train_job,
-            name,
-            self._owner_reference(train_job),
-            lambda wl: equivalent(train_job, runtime, wl, self._flavors()),
-        )
+    async def on_pending(self, key: str, train_job: Obj, wl: Obj) -> None:
+        if restored_train_job(train_job) is not None and not is_active(train_job):
+            await self.stop(train_job, None, api.MSG_NOT_ADMITTED)  # a stop that did not finish
 
-    def _typed(self, train_job: Obj) -> Obj:
-        return {**train_job, "apiVersion": api.TRAIN_JOB.api_version, "kind": TRAIN_JOB_KIND}
-
-    def _owner_reference(self, train_job: Obj) -> Obj:
-        return framework.owner_reference(self._typed(train_job))
-
-    def _priority_label(self, train_job: Obj) -> str:
-        """The TrainJob's `kueue.x-k8s.io/priority-class`, or the default WorkloadPriorityClass."""
-        name = _labels(train_job).get(api.LABEL_PRIORITY_CLASS) or ""
-        if not name and self.state.priority_classes.get(api.DEFAULT_NAME) is not None:
-            name = api.DEFAULT_NAME
-        return name
-
-    def _priority(self, train_job: Obj, podsets: list[Obj]) -> tuple[Obj, str | None]:
-        labels = {api.LABEL_PRIORITY_CLASS: self._priority_label(train_job)}
-        wpcs = {o["metadata"]["name"]: o for o in self.state.priority_classes.list()}
-        pod_priority = next(
-            (
-                p["template"]["spec"]["priorityClassName"]
-                for p in podsets
-                if p["template"]["spec"].get("priorityClassName")
-            ),
-            None,
-        )
-        return framework.priority_for(labels, wpcs, pod_priority, {})
-
-    async def _create_workload(self, train_job: Obj, runtime: Obj, queue: str) -> None:
-        podsets = train_job_podsets(train_job, runtime)
-        priority, error = self._priority(train_job, podsets)
-        if error:
-            await self._event(train_job, api.EVENT_WORKLOAD_PRIORITY_CLASS_NOT_FOUND, error, warning=True)
-            return
-        body = framework.new_workload(
-            self._typed(train_job),
-            workload_name(train_job),
-            podsets,
-            queue,
-            priority=priority,
-            label_keys_to_copy=self.config.label_keys_to_copy,
-        )
-        meta = body["metadata"]
-        try:
-            await self.kube.create(api.WORKLOAD, body, namespace=meta["namespace"])
-        except Conflict:
-            return
-        await self._event(
-            train_job,
-            api.EVENT_CREATED_WORKLOAD,
-            api.created_workload_event_message(meta["namespace"], meta["name"]),
-        )
-
-    async def _release_orphans(self, key: str, live_uid: str | None) -> None:
-        """Workloads of deleted TrainJobs named `key`: finished (OwnerNotFound), then let go."""
-        for wl in self.state.workloads.by_index(INDEX_TRAIN_JOB_OWNER_KEY, key):
-            if (controlling_train_job(wl) or {}).get("uid") == live_uid:
-                continue
-            await self._finish_orphan(wl)
-
-    # -- Workload status -------------------------------------------------------------------------
-
-    async def _sync_reclaimable_pods(self, train_job: Obj, runtime: Obj, wl: Obj) -> Obj:
-        desired = reclaimable_pods(train_job, runtime)
-        current = [
-            {"name": r.get("name"), "count": int(r.get("count") or 0)}
-            for r in (wl.get("status") or {}).get("reclaimablePods") or ()
-        ]
-        if sorted(desired, key=lambda r: r["name"]) == sorted(current, key=lambda r: r["name"] or ""):
-            return wl
-        return await self._apply_status(wl, {"reclaimablePods": desired}, api.FIELD_MANAGER_RECLAIMABLE_PODS)
-
-    async def _sync_pods_ready(self, train_job: Obj, runtime: Obj, wl: Obj) -> Obj:
-        wanted = pods_ready_condition(train_job, runtime, wl)
-        previous = wlstatus.condition(wl, api.WORKLOAD_PODS_READY)
-        if (
-            previous is not None
-            and (previous.get("status"), previous.get("reason"), previous.get("message")) == wanted
-        ):
-            return wl
-        current = wlstatus.working_copy(wl)
-        wlstatus.set_condition(current, api.WORKLOAD_PODS_READY, *wanted, self.agent.clock.now())
-        condition = wlstatus.condition(current, api.WORKLOAD_PODS_READY)
-        return await self._apply_status(wl, {"conditions": [condition]}, api.FIELD_MANAGER_PODS_READY)
-
-    # -- starting and stopping the TrainJob ------------------------------------------------------
-
-    async def _start(self, train_job: Obj, wl: Obj) -> None:
+    async def run(self, train_job: Obj, wl: Obj, infos: Mapping[str, Obj]) -> bool:
         names = [p.get("name", "") for p in (wl.get("spec") or {}).get("podSets") or ()]
-        try:
-            infos = framework.podset_infos(wl, self._flavors())
-            started = started_train_job(train_job, names, infos)
-        except framework.PodSetInfoConflict as exc:
-            current = wlstatus.working_copy(wl)
-            wlstatus.set_condition(
-                current,
-                api.WORKLOAD_FINISHED,
-                api.CONDITION_TRUE,
-                api.REASON_FAILED_TO_START,
-                str(exc),
-                self.agent.clock.now(),
-            )
-            await self._apply_admission_status(current)
-            return
+        started = started_train_job(train_job, names, infos)
         if started is None:
-            return
+            return False
         try:
             await self.kube.replace(api.TRAIN_JOB, started)
         except (Conflict, NotFound):
-            return  # the TrainJob's next event brings us back
-        cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
-        await self._event(train_job, api.EVENT_STARTED, api.started_event_message(cq))
+            return False  # the TrainJob's next event brings us back
+        return True
 
-    async def _stop(self, train_job: Obj, message: str) -> bool:
+    async def stop(self, train_job: Obj, wl: Obj | None, message: str) -> bool:
         """Suspend, then, once no Job of it is active, remove the podset info from the Kueue runtime
         patch. True when both are done."""
         suspended = suspended_train_job(train_job)
@@ -874,7 +438,7 @@ class TrainJobIntegration(framework.WorkloadWrites):
             with contextlib.suppress(NotFound):
                 train_job = await self.kube.replace(api.TRAIN_JOB, suspended)  # Conflict: retried
             await self._event(train_job, api.EVENT_STOPPED, message)
-        if await self._still_active(train_job):
+        if await self._still_active(train_job, count_running=False):
             return False
         restored = restored_train_job(train_job)
         if restored is None:
@@ -893,21 +457,5 @@ class TrainJobIntegration(framework.WorkloadWrites):
             return False
         return True
 
-    async def _still_active(self, train_job: Obj) -> bool:
-        if is_active(train_job):
-            return True
-        meta = train_job["metadata"]
-        try:
-            fresh = await self.kube.get(api.TRAIN_JOB, meta["name"], namespace=meta["namespace"])
-        except NotFound:
-            return False
-        return is_active(fresh)
-
-    async def _event(self, train_job: Obj, reason: str, note: str, warning: bool = False) -> None:
-        if self.recorder is None:
-            return
-        regarding = self._typed(train_job)
-        if warning:
-            await self.recorder.warning(regarding, reason, api.EVENT_ACTION_RECONCILE, note)
-        else:
-            await self.recorder.normal(regarding, reason, api.EVENT_ACTION_RECONCILE, note)
+    async def may_release(self, train_job: Obj) -> bool:
+        return True  # its stop read the API already: nothing runs

@@ -1,21 +1,19 @@
-"""batch/v1 Job webhooks: defaulting on create and validation on create/update.
-
-Defaulting, in order: the namespace's default LocalQueue, the default WorkloadPriorityClass,
-`spec.suspend: true` for a Job Kueue will manage, and `spec.managedBy: kueue.x-k8s.io/multikueue`
-when the Job's LocalQueue feeds a ClusterQueue with a MultiKueue AdmissionCheck (the manager side
-of MultiKueue: the built-in Job controller then leaves the Job to MultiKueue).
+"""batch/v1 Job webhooks: the job framework's defaulting (`spec.managedBy:
+kueue.x-k8s.io/multikueue` over unset or the built-in Job controller's value) and validation, with
+the partial-admission annotations (`kueue.x-k8s.io/job-min-parallelism`,
+`kueue.x-k8s.io/job-completions-equal-parallelism`) checked on create and update.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from kueue_domain import api, features, fields
+from kueue_domain import api, fields
 from kueue_domain.config import Configuration
 from kueue_domain.fields import ANNOTATIONS, FieldError, Path
 from worker_agent.webhooks import common
-from worker_agent.webhooks.common import Facts, Lookups
+from worker_agent.webhooks.common import Lookups
+from worker_agent.webhooks.jobframework import JobWebhook
 
 Obj = dict[str, Any]
 GVK = api.JOB.gvk
@@ -46,29 +44,6 @@ def pods_count(job: Obj) -> int:
     if completions is not None and int(completions) < parallelism:
         return int(completions)
     return parallelism
-
-
-def default(job: Obj, namespace: str, config: Configuration, lookups: Lookups, facts: Facts) -> Obj:
-    """The Job after Kueue's defaulting (a copy; the input is left alone)."""
-    job = copy.deepcopy(job)
-    common.apply_default_local_queue(job, namespace, config, lookups, facts)
-    common.apply_default_priority_class(job, config, lookups)
-    if common.should_suspend(job, config, facts) and not _spec(job).get("suspend"):
-        job.setdefault("spec", {})["suspend"] = True
-    apply_default_managed_by(job, namespace, config, lookups)
-    return job
-
-
-def apply_default_managed_by(job: Obj, namespace: str, config: Configuration, lookups: Lookups) -> None:
-    managed_by = _spec(job).get("managedBy")
-    if not common.gate(config, features.MULTIKUEUE) or managed_by not in (
-        None,
-        api.JOB_MANAGED_BY_DEFAULT,
-    ):
-        return
-    queue = common.queue_name(job)
-    if queue and lookups.synced() and lookups.multikueue_cluster_queue(namespace, queue):
-        job.setdefault("spec", {})["managedBy"] = api.MULTIKUEUE_CONTROLLER_NAME
 
 
 # ------------------------------------------------------------------------------------------------
@@ -123,29 +98,21 @@ def _validate_sync_completions(job: Obj) -> list[FieldError]:
     return errors
 
 
-def validate_create(job: Obj) -> list[FieldError]:
-    return fields.joined(
-        common.validate_job_on_create(job, GVK),
-        _validate_min_parallelism(job),
-        _validate_sync_completions(job),
-    )
+def _create_checks(job: Obj, config: Configuration | None = None) -> list[FieldError]:
+    return fields.joined(_validate_min_parallelism(job), _validate_sync_completions(job))
 
 
-def validate_update(old: Obj, new: Obj, namespace: str, lookups: Lookups) -> list[FieldError]:
+def _validate_update(
+    old: Obj, new: Obj, namespace: str, lookups: Lookups, config: Configuration | None = None
+) -> list[FieldError]:
+    """ValidateJobOnCreate and the annotations first, then ValidateJobOnUpdate, then partial
+    admission's rules: upstream's order for batch/v1 Jobs."""
     errors = common.validate_job_on_create(new, GVK)
     annotation = api.ANNOTATION_JOB_MIN_PARALLELISM
     if common.annotations_of(new).get(annotation) != common.annotations_of(old).get(annotation):
         errors += _validate_min_parallelism(new)
     errors += _validate_sync_completions(new)
-    errors += common.validate_job_on_update(
-        old,
-        new,
-        old_suspended=is_suspended(old),
-        new_suspended=is_suspended(new),
-        namespace=namespace,
-        lookups=lookups,
-        gvk=GVK,
-    )
+    errors += WEBHOOK.validate_job_on_update(old, new, namespace, lookups)
     # Partial admission: a running job's parallelism is what Kueue admitted.
     if annotation in common.annotations_of(old) and not _spec(old).get("suspend"):
         if _parallelism(old) != _parallelism(new):
@@ -163,3 +130,21 @@ def validate_update(old: Obj, new: Obj, namespace: str, lookups: Lookups) -> lis
             )
         )
     return errors
+
+
+WEBHOOK = JobWebhook(
+    GVK,
+    api.JOB_MANAGED_BY_DEFAULT,
+    is_suspended=is_suspended,
+    create_checks=_create_checks,
+    update_validator=_validate_update,
+)
+default = WEBHOOK.default
+
+
+def validate_create(job: Obj) -> list[FieldError]:
+    return WEBHOOK.validate_create(job, None)
+
+
+def validate_update(old: Obj, new: Obj, namespace: str, lookups: Lookups) -> list[FieldError]:
+    return _validate_update(old, new, namespace, lookups)

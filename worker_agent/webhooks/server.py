@@ -41,6 +41,7 @@ from worker_agent.webhooks import (
 )
 from worker_agent.webhooks.certs import CHECK_INTERVAL_SECONDS
 from worker_agent.webhooks.common import Facts, Lookups
+from worker_agent.webhooks.jobframework import JobWebhook
 from worker_agent.webhooks.review import Request, Response, allowed, denied, errored, json_patch
 
 log = structlog.get_logger("worker_agent.webhooks")
@@ -48,6 +49,12 @@ log = structlog.get_logger("worker_agent.webhooks")
 Obj = dict[str, Any]
 MAX_REQUEST_BYTES = 8 * 1024 * 1024  # an AdmissionReview carries the object and the old object
 MAX_OWNER_DEPTH = 10
+# The job kinds on the job framework's one defaulting and validation path.
+JOB_WEBHOOKS: dict[str, JobWebhook] = {
+    api.FRAMEWORK_BATCH_JOB: job.WEBHOOK,
+    api.FRAMEWORK_JOB_SET: jobset.WEBHOOK,
+    api.FRAMEWORK_TRAIN_JOB: trainjob.WEBHOOK,
+}
 API_TIMEOUT_SECONDS = 5.0
 START_RETRY_SECONDS = 5.0
 # Owner kinds the ancestor walk follows, by the framework that makes them relevant (an owner of
@@ -231,10 +238,8 @@ class WebhookServer(RetryingTLSServer):
         else:
             facts = await self.facts(obj, ns)
             default = {
-                api.FRAMEWORK_BATCH_JOB: job.default,
+                **{name: webhook.default for name, webhook in JOB_WEBHOOKS.items()},
                 api.FRAMEWORK_POD: pod.default,
-                api.FRAMEWORK_JOB_SET: jobset.default,
-                api.FRAMEWORK_TRAIN_JOB: trainjob.default,
                 api.FRAMEWORK_DEPLOYMENT: deployment.default,
                 api.FRAMEWORK_STATEFULSET: statefulset.default,
             }.get(hook.framework, leaderworkerset.default)
@@ -245,11 +250,12 @@ class WebhookServer(RetryingTLSServer):
         obj, old, ns = req.obj, req.old or {}, req.namespace
         warnings: list[str] = []
         errors: list[fields.FieldError]
-        if hook.framework == api.FRAMEWORK_BATCH_JOB:
+        job_webhook = JOB_WEBHOOKS.get(hook.framework)
+        if job_webhook is not None:
             errors = (
-                job.validate_create(obj)
+                job_webhook.validate_create(obj, self.config)
                 if req.operation == "CREATE"
-                else job.validate_update(old, obj, ns, self.lookups)
+                else job_webhook.validate_update(old, obj, ns, self.lookups, self.config)
             )
         elif hook.framework == api.FRAMEWORK_POD:
             errors = (
@@ -259,18 +265,6 @@ class WebhookServer(RetryingTLSServer):
             )
             if req.operation == "CREATE" or not pod.suspended_by_parent(obj):
                 warnings = pod.warnings(obj, self.config)
-        elif hook.framework == api.FRAMEWORK_JOB_SET:
-            errors = (
-                jobset.validate_create(obj, self.config)
-                if req.operation == "CREATE"
-                else jobset.validate_update(old, obj, ns, self.lookups, self.config)
-            )
-        elif hook.framework == api.FRAMEWORK_TRAIN_JOB:
-            errors = (
-                trainjob.validate_create(obj)
-                if req.operation == "CREATE"
-                else trainjob.validate_update(old, obj, ns, self.lookups)
-            )
         elif hook.framework == api.FRAMEWORK_STATEFULSET:
             errors = (
                 statefulset.validate_create(obj, self.config)

@@ -292,6 +292,10 @@ class PodGroupIntegration:
         `pod-<name>-<hash>` with one PodSet `main`."""
         runnable = [p for p in pods if (p.get("status") or {}).get("phase") != "Failed"]
         if len(runnable) < total:
+            # No Workload holds an incomplete group's pods: one being deleted goes (upstream too).
+            await self._release_pod_finalizers(
+                [p for p in pods if p["metadata"].get("deletionTimestamp")], True
+            )
             return None
         roles: dict[str, list[Obj]] = {}
         for pod in runnable:

@@ -71,7 +71,7 @@ class Binaries:
         return (
             (self.operator_dir(op) / op.binary).is_file()
             and bool(self.operator_crds(op))
-            and self.operator_webhooks(op).is_file()
+            and (op.webhooks is None or self.operator_webhooks(op).is_file())
         )
 
     @property
@@ -467,9 +467,10 @@ class Builder:
         src = self.module_dir(f"{op.module}@{version}")
         (d / "crds").mkdir(exist_ok=True)
         for crd in sorted((src / op.crd_dir).glob("*.yaml")):
-            if crd.name != "kustomization.yaml":
+            if crd.name != "kustomization.yaml" and crd.name not in op.crd_skip:
                 shutil.copyfile(crd, d / "crds" / crd.name)
-        shutil.copyfile(src / op.webhooks, d / "webhooks.yaml")
+        if op.webhooks is not None:
+            shutil.copyfile(src / op.webhooks, d / "webhooks.yaml")
 
     def build_lws(self) -> None:
         self.build_operator(LWS)

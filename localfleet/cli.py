@@ -67,6 +67,7 @@ from localfleet.multikueue import (
     sample_lws,
     setup_multikueue,
 )
+from localfleet.operators import OPERATORS
 from localfleet.ours import VISIBILITY_GROUP, VISIBILITY_VERSIONS
 from localfleet.processes import (
     State,
@@ -161,6 +162,7 @@ def _fleet_options(args: argparse.Namespace, upstream: tuple[str, ...]) -> Fleet
         light_workers=args.light_workers,
         jobset=not args.no_jobset,
         trainer=not args.no_trainer and not args.no_jobset,
+        left_out=frozenset(args.no_operator),
         kueue_crds=not args.no_kueue_crds,
         conformance=args.conformance,
     )
@@ -484,6 +486,16 @@ def _add_up_cluster_flags(u: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leave Kubeflow Trainer out: no Trainer controller on the workers, no TrainJob or "
         "training runtime CRD anywhere (saves a process per worker)",
+    )
+    u.add_argument(
+        "--no-operator",
+        action="append",
+        default=[],
+        choices=[op.key for op in OPERATORS],
+        metavar="KEY",
+        help="leave one of the other projects' controllers out (repeat for more): no controller on the "
+        "workers, none of its CRDs anywhere, and neither for those that need it; one of "
+        + ", ".join(op.key for op in OPERATORS),
     )
     u.add_argument(
         "--no-kueue-crds",

@@ -73,6 +73,8 @@ class FleetOptions:
     jobset: bool = True
     # Kubeflow Trainer likewise (`up --no-trainer`; `--no-jobset` leaves it out too: it runs JobSets).
     trainer: bool = True
+    # Keys of localfleet.operators' Operators the fleet leaves out (`up --no-operator KEY`).
+    left_out: frozenset[str] = frozenset()
     # Kueue's CRDs on every cluster (`up --no-kueue-crds`: none, a cluster that serves no kueue.x-k8s.io).
     kueue_crds: bool = True
     # `up --conformance` (make conformance): the manager cluster runs pods too (kube-scheduler, kwok,

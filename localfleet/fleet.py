@@ -73,6 +73,7 @@ class FleetUp(ControlPlane, OperatorSteps, OurProcesses, UpstreamKueue):
             "lightWorkers": self.opts.light_workers,
             "jobset": self.opts.jobset,
             "trainer": self.opts.trainer,
+            "leftOut": sorted(self.opts.left_out),
             "conformance": self.opts.conformance,
         }
         self.state.save()

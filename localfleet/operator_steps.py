@@ -40,9 +40,9 @@ class OperatorSteps:
         return self.runs_pods(c) or (c.name == MANAGER and self.runs_upstream(c))
 
     def operators(self) -> list[Operator]:
-        """The other projects' controllers this fleet runs (`up --no-jobset` leaves JobSet and Trainer
-        out, `up --no-trainer` Trainer)."""
-        left_out = set()
+        """The other projects' controllers this fleet runs (`up --no-operator KEY` leaves one out, and
+        those that require it; `--no-jobset` and `--no-trainer` are two of them)."""
+        left_out = set(self.opts.left_out)
         if not self.opts.jobset:
             left_out.add(JOBSET.key)
         if not self.opts.trainer:
@@ -64,18 +64,22 @@ class OperatorSteps:
         for c in workers:
             for op in ops:
                 self.kubectl(c)("create", "namespace", op.namespace, check=False)
-                config = op.config(
-                    c.ports[f"{op.key}-webhook"], c.ports[f"{op.key}-health"], str(op.cert_dir(c.dir))
-                )
-                cfg = write_file(c.dir / f"{op.key}-config.yaml", yaml.safe_dump(config), 0o644)
+                ports = (c.ports[f"{op.key}-webhook"], c.ports[f"{op.key}-health"], str(op.cert_dir(c.dir)))
+                config = op.config(*ports)
+                cfg = None
+                if config is not None:
+                    cfg = write_file(c.dir / f"{op.key}-config.yaml", yaml.safe_dump(config), 0o644)
+                op.prepare(self.kubectl(c), c.dir)
                 self.state.start(
                     c.name,
                     op.binary,
-                    [str(self.bins.path(op.binary)), f"--config={cfg}", "--zap-log-level=info"],
+                    [str(self.bins.path(op.binary)), *op.args(cfg, *ports)],
                     env={"KUBECONFIG": str(c.dir / "admin.kubeconfig"), **op.env(c.dir)},
                 )
         for c in workers:
             for op in ops:
+                if op.webhooks is None:
+                    continue
                 wait_for(
                     f"{c.name} {op.title} webhook TLS port",
                     lambda c=c, op=op: tls_port_open(c.ports[f"{op.key}-webhook"]),

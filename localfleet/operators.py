@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from localfleet.kube import Kubectl
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,7 @@ class Operator:
     package: str  # its main package
     binary: str  # the executable's name in the cache
     crd_dir: str  # in the module: every *.yaml there is a CRD
-    webhooks: str  # in the module: its webhook configurations
+    webhooks: str | None  # in the module: its webhook configurations (None: it serves none)
     config_api: str  # apiVersion of its Configuration file
     namespace: str  # where it would run in a real cluster (some controllers look it up)
     pod_label: str  # the label its pods carry: its pod webhooks see only those
@@ -31,6 +35,9 @@ class Operator:
     version_var: str | None = "pkg/version.GitVersion"
     # Another Operator it needs (its CRDs and controller): left out with it.
     requires: str | None = None
+    # CRD files of its crd_dir that the fleet does not install (one that clashes with another
+    # operator's CRD of the same name, for instance).
+    crd_skip: tuple[str, ...] = ()
 
     def ldflags(self, version: str) -> str:
         if self.version_var is None:
@@ -45,8 +52,17 @@ class Operator:
         """Environment its process needs beyond KUBECONFIG."""
         return {}
 
-    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> dict:
-        """Its Configuration file: webhooks on 127.0.0.1 with certificates from `cert_dir`."""
+    def args(self, config_file: Path | None, webhook_port: int, health_port: int, cert_dir: str) -> list[str]:
+        """Its command-line flags (after the binary); `config_file` is what `config` returned, written."""
+        return [f"--config={config_file}", "--zap-log-level=info"]
+
+    def prepare(self, kubectl: Kubectl, cluster_dir: Path) -> None:
+        """Anything the cluster needs before its process starts (`kubectl` is the cluster's
+        kubectl); nothing by default."""
+
+    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> dict | None:
+        """Its Configuration file: webhooks on 127.0.0.1 with certificates from `cert_dir` (None: it
+        takes no file, `args` says everything)."""
         return {
             "apiVersion": self.config_api,
             "kind": "Configuration",

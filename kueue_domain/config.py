@@ -7,6 +7,7 @@ suggests the intended name for a typo), instead of being silently ignored.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import re
@@ -22,6 +23,10 @@ from kueue_domain.features import DEFAULT_GATES, FeatureGateError, FeatureGates
 from kueue_domain.resources import RequestConfig
 
 API_VERSION = "config.kueue.x-k8s.io/v1beta1"
+# Upstream v0.19's own manifests ship this version; it is read with its own semantics (below).
+API_VERSION_V1BETA2 = "config.kueue.x-k8s.io/v1beta2"
+# v1beta2's WaitForPodsReady defaults (on unless DisableWaitForPodsReady; v1beta1's timeout is 5m).
+V1BETA2_PODS_READY_TIMEOUT = "30m"
 KIND = "Configuration"
 
 # v1beta1 defaults (Kueue's apis/config/v1beta1 defaults).
@@ -137,7 +142,22 @@ SCHEMA: dict[str, Any] = {
         "renewDeadline": DURATION,
         "retryPeriod": DURATION,
     },
-    "metrics": {"bindAddress": str, "enableClusterQueueResources": bool},
+    "metrics": {
+        "bindAddress": str,
+        "enableClusterQueueResources": bool,
+        "localQueueMetrics": {"enable": bool, "localQueueSelector": LABEL_SELECTOR},
+        "customLabels": _List(
+            {
+                "name": str,
+                "sourceLabelKey": str,
+                "sourceAnnotationKey": str,
+                "sourceKind": str,
+                "trackedValues": _List(str),
+            }
+        ),
+    },
+    "tls": {"minVersion": str, "cipherSuites": _List(str), "curvePreferences": _List(int)},
+    "visibilityServer": {"bindAddress": str, "bindPort": int},
     "health": {"healthProbeBindAddress": str, "readinessEndpointName": str, "livenessEndpointName": str},
     "controller": {"groupKindConcurrency": _Map(int), "cacheSyncTimeout": DURATION},
     "pprofBindAddress": str,
@@ -304,6 +324,16 @@ class FairSharing:
 
 
 @dataclass(frozen=True)
+class WorkloadRetention:
+    """`objectRetentionPolicies.workloads` (ObjectRetentionPolicies): seconds after a Workload's
+    Finished condition before it is deleted, and after Kueue deactivated it (Evicted with a
+    `DeactivatedDueTo...` reason) before its job is deleted; None leaves them be."""
+
+    after_finished_seconds: float | None = None
+    after_deactivated_by_kueue_seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class MultiKueueSettings:
     gc_interval_seconds: float = DEFAULT_MULTIKUEUE_GC_INTERVAL
     origin: str = DEFAULT_MULTIKUEUE_ORIGIN
@@ -324,6 +354,7 @@ class Configuration:
     external_frameworks: tuple[str, ...] = ()
     label_keys_to_copy: tuple[str, ...] = ()
     fair_sharing: FairSharing | None = None
+    workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
     # `resources` (excludeResourcePrefixes, transformations) as the engine's request computation uses it.
     requests: RequestConfig = field(default_factory=RequestConfig)
     qps: float = DEFAULT_QPS
@@ -377,8 +408,12 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
     problems: list[str] = []
     if not isinstance(data, dict):
         raise ConfigError(source, ["the file must hold one YAML object (a Configuration)"])
-    if data.get("apiVersion", API_VERSION) != API_VERSION:
-        problems.append(f'apiVersion: must be "{API_VERSION}", got {data.get("apiVersion")!r}')
+    if data.get("apiVersion") == API_VERSION_V1BETA2:
+        data = _from_v1beta2(data, problems)
+    elif data.get("apiVersion", API_VERSION) != API_VERSION:
+        problems.append(
+            f'apiVersion: must be "{API_VERSION}" or "{API_VERSION_V1BETA2}", got {data.get("apiVersion")!r}'
+        )
     if data.get("kind", KIND) != KIND:
         problems.append(f'kind: must be "{KIND}", got {data.get("kind")!r}')
     _check(data, SCHEMA, "", problems)
@@ -394,6 +429,7 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
     frameworks = _parse_frameworks(integrations, problems, warnings)
 
     fair_sharing = _parse_fair_sharing(data, problems)
+    workload_retention = _parse_workload_retention(data, problems)
     requests = _parse_resources(data, problems)
 
     client = data.get("clientConnection") or {}
@@ -423,6 +459,7 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         external_frameworks=tuple(integrations.get("externalFrameworks") or ()),
         label_keys_to_copy=tuple(integrations.get("labelKeysToCopy") or ()),
         fair_sharing=fair_sharing,
+        workload_retention=workload_retention,
         requests=requests,
         qps=qps,
         burst=burst,
@@ -436,6 +473,39 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         **leader_election,
         **webhook,
     )
+
+
+# Fields v1beta2 removed (dotted paths): a v1beta2 file that sets one is refused, as upstream's
+# strict decoding refuses an unknown field.
+V1BETA1_ONLY = ("fairSharing.enable", "waitForPodsReady.enable", "queueVisibility", "integrations.podOptions")
+
+
+def _from_v1beta2(data: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """A v1beta2 Configuration in v1beta1's shape, with v1beta2's meaning: `fairSharing` present
+    turns fair sharing on; `waitForPodsReady` is on whether present or not (30m timeout,
+    `blockAdmission: false`, `recoveryTimeout` = the timeout) unless the DisableWaitForPodsReady
+    gate is set."""
+    out = copy.deepcopy(data)
+    out["apiVersion"] = API_VERSION
+    for dotted in V1BETA1_ONLY:
+        parent_key, _, key = dotted.rpartition(".")
+        parent = out.get(parent_key) if parent_key else out
+        if isinstance(parent, dict) and key in parent:
+            problems.append(f"{dotted}: unknown field in {API_VERSION_V1BETA2} (it is a {API_VERSION} field)")
+    if isinstance(out.get("fairSharing"), dict):
+        out["fairSharing"]["enable"] = True
+    gates = out.get("featureGates") or {}
+    if gates.get("DisableWaitForPodsReady") is not True:
+        wfpr = out.get("waitForPodsReady")
+        wfpr = dict(wfpr) if isinstance(wfpr, dict) else {}
+        wfpr["enable"] = True
+        wfpr.setdefault("timeout", V1BETA2_PODS_READY_TIMEOUT)
+        wfpr.setdefault("blockAdmission", False)
+        wfpr.setdefault("recoveryTimeout", wfpr["timeout"])
+        out["waitForPodsReady"] = wfpr
+    else:
+        out.pop("waitForPodsReady", None)
+    return out
 
 
 def _parse_wait_for_pods_ready(data: dict[str, Any], problems: list[str]) -> WaitForPodsReady | None:
@@ -511,6 +581,21 @@ def _parse_fair_sharing(data: dict[str, Any], problems: list[str]) -> FairSharin
             )
         fair_sharing = FairSharing(strategies)
     return fair_sharing
+
+
+def _parse_workload_retention(data: dict[str, Any], problems: list[str]) -> WorkloadRetention:
+    """`objectRetentionPolicies.workloads`: durations of 0 or more (0 deletes at once)."""
+    raw = (data.get("objectRetentionPolicies") or {}).get("workloads") or {}
+    seconds: dict[str, float | None] = {}
+    for key in ("afterFinished", "afterDeactivatedByKueue"):
+        text = raw.get(key)
+        seconds[key] = None if text is None else parse_duration(text)
+        if seconds[key] is not None and seconds[key] < 0:
+            problems.append(
+                f'objectRetentionPolicies.workloads.{key}: Invalid value: "{text}": '
+                "must be greater than or equal to 0"
+            )
+    return WorkloadRetention(seconds["afterFinished"], seconds["afterDeactivatedByKueue"])
 
 
 def _parse_resources(data: dict[str, Any], problems: list[str]) -> RequestConfig:
@@ -644,7 +729,8 @@ def load_config(
     role's parser (the manager defaults a few fields differently), `parse_config` by default."""
     parse = parse or parse_config
     if path is None:
-        return parse({}, "<defaults>")
+        # Upstream v0.19 defaults a missing file as a v1beta2 Configuration (waitForPodsReady on).
+        return parse({"apiVersion": API_VERSION_V1BETA2, "kind": KIND}, "<defaults>")
     source = str(path)
     try:
         text = Path(path).read_text()

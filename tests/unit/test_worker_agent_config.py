@@ -92,7 +92,7 @@ def test_a_full_upstream_v1beta1_file_is_accepted_with_its_values(tmp_path):
 
 
 def test_v1beta1_defaults():
-    cfg = load_config(None)
+    cfg = parse_config({})
     assert cfg.namespace == "kueue-system"
     assert cfg.manage_jobs_without_queue_name is False
     assert cfg.managed_jobs_namespace_selector == {
@@ -167,8 +167,8 @@ def test_every_problem_is_reported_at_once():
     ("data", "expected"),
     [
         (
-            {"apiVersion": "config.kueue.x-k8s.io/v1beta2"},
-            'apiVersion: must be "config.kueue.x-k8s.io/v1beta1"',
+            {"apiVersion": "config.kueue.x-k8s.io/v1alpha1"},
+            'apiVersion: must be "config.kueue.x-k8s.io/v1beta1" or "config.kueue.x-k8s.io/v1beta2"',
         ),
         ({"kind": "KueueConfig"}, 'kind: must be "Configuration"'),
         (
@@ -265,3 +265,69 @@ def test_a_bad_quantity_in_a_transformation_is_refused():
     problems = problems_of({"resources": {"transformations": [{"input": "a", "outputs": {"b": "lots"}}]}})
     assert len(problems) == 1 and problems[0].startswith("resources.transformations:")
     assert "lots" in problems[0]
+
+
+def test_object_retention_policies_are_read_as_seconds():
+    config = parse_config(
+        {
+            "objectRetentionPolicies": {
+                "workloads": {"afterFinished": "1h30m", "afterDeactivatedByKueue": "0s"}
+            }
+        }
+    )
+    assert config.workload_retention.after_finished_seconds == 5400.0
+    assert config.workload_retention.after_deactivated_by_kueue_seconds == 0.0
+    unset = parse_config({}).workload_retention
+    assert (unset.after_finished_seconds, unset.after_deactivated_by_kueue_seconds) == (None, None)
+
+
+def test_a_negative_retention_is_refused_with_the_field_named():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"objectRetentionPolicies": {"workloads": {"afterDeactivatedByKueue": "-5m"}}})
+    assert (
+        'objectRetentionPolicies.workloads.afterDeactivatedByKueue: Invalid value: "-5m": '
+        "must be greater than or equal to 0"
+    ) in str(err.value)
+
+
+def test_v1beta2_is_read_with_its_own_meaning():
+    """v1beta2 has no `enable` fields: `fairSharing` present turns it on, and waitForPodsReady is
+    on unless DisableWaitForPodsReady (30m timeout, blockAdmission false, recovery = timeout)."""
+    cfg = parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
+            "tls": {"minVersion": "VersionTLS12", "cipherSuites": ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]},
+            "metrics": {"enableClusterQueueResources": True},
+        }
+    )
+    assert cfg.fair_sharing is not None
+    wfpr = cfg.wait_for_pods_ready
+    assert (wfpr.timeout_seconds, wfpr.block_admission, wfpr.recovery_timeout_seconds) == (1800, False, 1800)
+    set_timeout = parse_config(
+        {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "waitForPodsReady": {"timeout": "2m"}}
+    ).wait_for_pods_ready
+    assert (set_timeout.timeout_seconds, set_timeout.recovery_timeout_seconds) == (120, 120)
+    off = parse_config(
+        {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "featureGates": {"DisableWaitForPodsReady": True}}
+    )
+    assert off.wait_for_pods_ready is None and off.fair_sharing is None
+
+
+def test_v1beta1_fields_are_refused_in_v1beta2():
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {
+                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                "waitForPodsReady": {"enable": True, "timeout": "5m"},
+            }
+        )
+    assert "waitForPodsReady.enable: unknown field in config.kueue.x-k8s.io/v1beta2" in str(err.value)
+
+
+def test_no_file_means_upstreams_v0_19_defaults():
+    """Upstream defaults a missing file as v1beta2: waitForPodsReady on (v0.19's change)."""
+    cfg = load_config(None)
+    assert cfg.wait_for_pods_ready is not None and cfg.wait_for_pods_ready.timeout_seconds == 1800
+    assert cfg.fair_sharing is None

@@ -39,6 +39,7 @@ from kube_runtime.delegated_auth import (
     UserInfo,
     bearer_token,
 )
+from kube_runtime.tlsoptions import TLSOptions
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +63,8 @@ class MetricsServing:
 
     insecure: bool = False
     cert_dir: str | None = None
+    # Minimum version, cipher suites, curve for the HTTPS server (a Configuration's `tls`).
+    tls: TLSOptions | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MetricsServing:
@@ -97,9 +100,11 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+def _context(cert_file: Path, key_file: Path, tls: TLSOptions | None = None) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls is not None:
+        tls.apply(context)
     context.load_cert_chain(str(cert_file), str(key_file))
     return context
 
@@ -107,17 +112,17 @@ def _context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
 class ServingCertificate:
     """The metrics server's TLS context: from a directory (kept current by `watch`) or self-signed."""
 
-    def __init__(self, cert_dir: str | None = None) -> None:
+    def __init__(self, cert_dir: str | None = None, tls: TLSOptions | None = None) -> None:
         self.cert_dir = Path(cert_dir) if cert_dir else None
+        self.tls = tls
         self._stamp: tuple = ()
         if self.cert_dir is None:
             self.context = self._self_signed()
         else:
             self._stamp = self._files_stamp()
-            self.context = _context(self.cert_dir / CERT_FILE, self.cert_dir / KEY_FILE)
+            self.context = _context(self.cert_dir / CERT_FILE, self.cert_dir / KEY_FILE, tls)
 
-    @staticmethod
-    def _self_signed() -> ssl.SSLContext:
+    def _self_signed(self) -> ssl.SSLContext:
         cert, key = self_signed_serving_cert()
         directory = tempfile.mkdtemp(prefix="metrics-cert-")  # ssl loads files only; removed at once
         try:
@@ -126,7 +131,7 @@ class ServingCertificate:
             fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as out:
                 out.write(key)
-            return _context(cert_file, key_file)
+            return _context(cert_file, key_file, self.tls)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
 
@@ -393,7 +398,7 @@ async def start_servers(
                     if kube is None:
                         raise ValueError("secure metrics serving needs a cluster client for its reviews")
                     auth = MetricsAuth.delegated(kube)
-                certificate = ServingCertificate(serving.cert_dir)
+                certificate = ServingCertificate(serving.cert_dir, serving.tls)
             server = HealthServer(
                 metrics_host,
                 metrics_port,

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from kube_runtime.client import KubeClientError
 from kube_runtime.clock import Clock
+from kube_runtime.tlsoptions import TLSOptions
 
 START_TIMEOUT_SECONDS = 30.0
 
@@ -40,6 +41,8 @@ class RetryingTLSServer:
     # Only the first failure to start is an error; the retries are logged at debug level.
     quiet_retries = False
     retry_seconds = 5.0
+    # Minimum version, cipher suites, curve (a Configuration's `tls`); None: TLS 1.2 and up, defaults.
+    tls_options: TLSOptions | None = None
     log: Any = structlog.get_logger(__name__)
 
     def __init__(
@@ -68,6 +71,8 @@ class RetryingTLSServer:
     def context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.tls_options is not None:
+            self.tls_options.apply(context)
         context.load_cert_chain(str(self.certificates.cert_file), str(self.certificates.key_file))
         return context
 

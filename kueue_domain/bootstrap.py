@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -115,8 +116,12 @@ def process_shell(
 ) -> ProcessShell:
     """The shell of a process run from `config`: its addresses (those given, else the
     Configuration's) and its leader election; `options` as ProcessShell takes them."""
+    serving = options.pop("metrics_serving", None) or MetricsServing()
+    if config.server_tls is not None:
+        serving = dataclasses.replace(serving, tls=config.server_tls)
     return ProcessShell(
         kube,
+        metrics_serving=serving,
         metrics_bind_address=metrics_bind_address or config.metrics_bind_address,
         health_bind_address=health_bind_address or config.health_probe_bind_address,
         election=leader_election(config),

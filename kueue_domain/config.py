@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from kube_runtime.tlsoptions import TLSOptions, parse_tls_options
 from kueue_domain import api, features
 from kueue_domain.features import DEFAULT_GATES, FeatureGateError, FeatureGates
 from kueue_domain.resources import RequestConfig
@@ -355,6 +357,10 @@ class Configuration:
     label_keys_to_copy: tuple[str, ...] = ()
     fair_sharing: FairSharing | None = None
     workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
+    # `tls`, as written (see `server_tls`).
+    tls: TLSOptions | None = None
+    # `visibilityServer` as host:port (None: not written; --visibility-bind-address wins).
+    visibility_bind_address: str | None = None
     # `resources` (excludeResourcePrefixes, transformations) as the engine's request computation uses it.
     requests: RequestConfig = field(default_factory=RequestConfig)
     qps: float = DEFAULT_QPS
@@ -380,6 +386,12 @@ class Configuration:
     webhook_service_name: str = DEFAULT_WEBHOOK_SERVICE_NAME
     webhook_secret_name: str = DEFAULT_WEBHOOK_SECRET_NAME
     warnings: tuple[str, ...] = ()
+
+    @property
+    def server_tls(self) -> TLSOptions | None:
+        """The TLS settings our servers (webhooks, metrics, visibility API) apply: `tls` while the
+        TLSOptions gate is on (upstream's default)."""
+        return self.tls if self.features.enabled("TLSOptions") else None
 
     @property
     def pod_integration_enabled(self) -> bool:
@@ -430,6 +442,9 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
 
     fair_sharing = _parse_fair_sharing(data, problems)
     workload_retention = _parse_workload_retention(data, problems)
+    tls, tls_problems = parse_tls_options(data.get("tls"))
+    problems.extend(tls_problems)
+    visibility_bind_address = _parse_visibility_server(data, problems)
     requests = _parse_resources(data, problems)
 
     client = data.get("clientConnection") or {}
@@ -460,6 +475,8 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         label_keys_to_copy=tuple(integrations.get("labelKeysToCopy") or ()),
         fair_sharing=fair_sharing,
         workload_retention=workload_retention,
+        tls=tls,
+        visibility_bind_address=visibility_bind_address,
         requests=requests,
         qps=qps,
         burst=burst,
@@ -596,6 +613,28 @@ def _parse_workload_retention(data: dict[str, Any], problems: list[str]) -> Work
                 "must be greater than or equal to 0"
             )
     return WorkloadRetention(seconds["afterFinished"], seconds["afterDeactivatedByKueue"])
+
+
+def _parse_visibility_server(data: dict[str, Any], problems: list[str]) -> str | None:
+    """`visibilityServer` (bindAddress, an IP, default every address; bindPort, default 8082)."""
+    raw = data.get("visibilityServer")
+    if raw is None:
+        return None
+    host, port = raw.get("bindAddress"), raw.get("bindPort", 8082)
+    if host is not None:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            problems.append(
+                f'visibilityServer.bindAddress: Invalid value: "{host}": must be a valid IP address'
+            )
+    if not 1 <= port <= 65535:
+        problems.append(
+            f"visibilityServer.bindPort: Invalid value: {port}: must be a valid port number (1-65535)"
+        )
+    if host and ":" in host:
+        host = f"[{host}]"
+    return f"{host or ''}:{port}"
 
 
 def _parse_resources(data: dict[str, Any], problems: list[str]) -> RequestConfig:

@@ -221,7 +221,13 @@ GATES: dict[str, Gate] = {
         Gate("TASReplaceNodeOnNodeTaints", True, BETA, behaviour=ABSENT, effect="TAS"),
         Gate("TASReplaceNodeOnPodTermination", True, BETA, behaviour=ABSENT, effect="TAS"),
         Gate("TASRespectNodeAffinityPreferred", False, ALPHA, behaviour=ABSENT),
-        Gate("TLSOptions", True, BETA, behaviour=ABSENT),
+        Gate(
+            "TLSOptions",
+            True,
+            BETA,
+            honoured="both processes: webhook, metrics and visibility servers",
+            effect="the Configuration's tls (minVersion, cipherSuites, curvePreferences)",
+        ),
         Gate("TopologyAwareScheduling", True, BETA, behaviour=ABSENT, effect="TAS"),
         Gate(
             "UnadmittedWorkloadsExplicitStatus",

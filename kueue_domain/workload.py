@@ -130,12 +130,22 @@ def admission_gated(wl: Obj) -> bool:
     return bool(((wl.get("metadata") or {}).get("annotations") or {}).get(api.ANNOTATION_ADMISSION_GATED_BY))
 
 
+def is_on_hold(wl: Obj) -> bool:
+    """Its quota reservation deliberately released (QuotaReserved=False, reason OnHold: a
+    StatefulSet scaled to zero); it is not queued until that reason is cleared."""
+    reserved = condition(wl, api.WORKLOAD_QUOTA_RESERVED)
+    return (
+        reserved is not None
+        and reserved.get("status") == "False"
+        and reserved.get("reason") == api.REASON_ON_HOLD
+    )
+
+
 def is_admissible(wl: Obj) -> bool:
     """May be queued: not gated, finished, inactive, reserved, on hold or waiting for pods."""
     if admission_gated(wl) or is_finished(wl) or not is_active(wl) or has_quota_reservation(wl):
         return False
-    reserved = condition(wl, api.WORKLOAD_QUOTA_RESERVED)
-    if reserved and reserved.get("reason") == api.REASON_ON_HOLD:
+    if is_on_hold(wl):
         return False
     return not is_true(wl, api.WORKLOAD_WAITING_FOR_REPLACEMENT_PODS)
 

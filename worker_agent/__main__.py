@@ -18,10 +18,10 @@ from worker_agent.visibility import DEFAULT_BIND_ADDRESS as DEFAULT_VISIBILITY_B
 def _add_address_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--visibility-bind-address",
-        default=DEFAULT_VISIBILITY_BIND_ADDRESS,
+        default=None,
         help="where the visibility API (visibility.kueue.x-k8s.io, behind the kube-apiserver's "
-        f"aggregation) listens, host:port (default {DEFAULT_VISIBILITY_BIND_ADDRESS}, 0 = off); "
-        "docs/visibility.md",
+        "aggregation) listens, host:port (default: the Configuration's visibilityServer, else "
+        f"{DEFAULT_VISIBILITY_BIND_ADDRESS}; 0 = off); docs/visibility.md",
     )
 
 
@@ -55,7 +55,9 @@ def _build(
             kube,
             config,
             decision_log=decision_log,
-            visibility_bind_address=args.visibility_bind_address,
+            visibility_bind_address=args.visibility_bind_address
+            or config.visibility_bind_address
+            or DEFAULT_VISIBILITY_BIND_ADDRESS,
             **bootstrap.shell_options(args, events_kube),
         )
         yield agent.serve_webhooks_only if args.webhooks_only else agent.run

@@ -94,9 +94,11 @@ class Agent(ShellProcess):
         host, port = parse_bind_address(address, default_host="")
         if port < 0:
             return None
-        return VisibilityServer(
+        server = VisibilityServer(
             self.kube, PendingWorkloads(self.state), self.certificates, host=host, port=port, clock=self.clock
         )
+        server.tls_options = self.config.server_tls
+        return server
 
     # ---------------------------------------------------------------------------------------------
 

@@ -133,6 +133,8 @@ REASON_WAITING_FOR_PODS_READY = "WaitingForPodsReady"
 REASON_ADMISSION_GATED = "AdmissionGated"
 REASON_DEACTIVATED = "Deactivated"  # also an Evicted and Requeued reason
 REASON_ON_HOLD = "OnHold"
+MSG_STATEFUL_SET_ON_HOLD = "StatefulSet scaled to zero; workload on hold"
+MSG_NO_LONGER_ON_HOLD = "Workload no longer on hold; waiting for quota reservation"
 # Legacy False reasons (UnadmittedWorkloadsObservability off).
 REASON_PENDING = "Pending"
 # The workload controller's QuotaReserved=False message for a workload parked because an equivalent
@@ -176,6 +178,10 @@ REASON_EVICTED_ON_MANAGER_CLUSTER = "EvictedOnManagerCluster"
 def deactivated_due_to(cause: str) -> str:
     """Evicted reason after a DeactivationTarget: `DeactivatedDueTo<Cause>`."""
     return f"{REASON_DEACTIVATED}DueTo{cause}"
+
+
+# Evicted reasons of a Workload Kueue deactivated (IsEvictedDueToDeactivationByKueue).
+REASON_DEACTIVATED_DUE_TO_PREFIX = deactivated_due_to("")
 
 
 def reset_to_pending_after_eviction_message(previous_state: str) -> str:

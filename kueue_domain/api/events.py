@@ -109,6 +109,10 @@ MSG_NO_MATCHING_WORKLOAD = "No matching Workload; restoring pod templates accord
 MSG_MISSING_PREBUILT_WORKLOAD = "missing workload"
 MSG_PREBUILT_WORKLOAD_OUT_OF_SYNC = "The prebuilt workload is out of sync with its user job"
 MSG_OWNER_NOT_FOUND = "The workload's owner no longer exists"
+# ObjectRetentionPolicies: the events of the deletions (action "Deleted").
+EVENT_ACTION_DELETED = "Deleted"
+MSG_DELETED_FINISHED_WORKLOAD = "Deleted finished workload due to elapsed retention"
+MSG_DELETED_DEACTIVATED_JOB = "Deleted job: deactivation retention period expired"
 MSG_CHILD_JOB_SUSPENDED = "Kueue managed child job suspended"
 
 

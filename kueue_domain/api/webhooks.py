@@ -104,3 +104,8 @@ def warning_pod_managed_label_with_managed_owner() -> str:
         f"pod owner is managed by kueue, label '{LABEL_MANAGED}={VALUE_TRUE}' "
         "might lead to unexpected behaviour"
     )
+
+
+# The StatefulSet webhook's scale-up-from-zero checks.
+MSG_STS_SCALE_DOWN_IN_PROGRESS = "scaling down is still in progress"
+MSG_STS_WORKLOAD_STILL_DELETED = "workload from previous scale-down is still being deleted"

@@ -369,3 +369,125 @@ def test_a_statefulset_on_a_worker_alone_runs_there(mk):
         )
 
     wait_until("its Workload finished or gone", released)
+
+
+def _local_statefulset(mk: Fleet, worker: str, name: str, replicas: int, queue: str = QUEUE) -> None:
+    template = pod_manifest("unused")["spec"]
+    template["restartPolicy"] = "Always"
+    mk.create(
+        worker,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {api.LABEL_QUEUE_NAME: queue}},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": template},
+            },
+        },
+    )
+
+
+def _scale(mk: Fleet, worker: str, name: str, replicas: int) -> None:
+    mk.kubectl(worker, "scale", "statefulset", name, "-n", NAMESPACE, f"--replicas={replicas}")
+
+
+def _ready_replicas(mk: Fleet, worker: str, name: str, count: int):
+    def check():
+        status = (mk.get(worker, "statefulset", name) or {}).get("status") or {}
+        return (status.get("readyReplicas") or 0) == count or NotYet(status)
+
+    return check
+
+
+def _sts_workload(mk: Fleet, worker: str, name: str) -> dict:
+    workloads = [
+        w for w in mk.items(worker, "workloads") if w["metadata"]["name"].startswith(f"statefulset-{name}-")
+    ]
+    assert len(workloads) == 1, [w["metadata"]["name"] for w in workloads]
+    return workloads[0]
+
+
+def test_a_statefulset_scaled_to_zero_is_on_hold_and_runs_again_when_scaled_up(mk):
+    """Upstream's scale-to-zero specs: the pods go, the Workload stays (owned) with QuotaReserved=False
+    reason OnHold, so its quota is free; scaled up again it leaves OnHold, is admitted and its pods
+    run. A scale-up while the scale-down's pods are still there is refused by the webhook."""
+    worker = mk.workers[1]
+    name = unique("zero-sts")
+    _local_statefulset(mk, worker, name, 2)
+    wait_until("2 replicas ready", _ready_replicas(mk, worker, name, 2), timeout=120)
+    wl_name = _sts_workload(mk, worker, name)["metadata"]["name"]
+    _scale(mk, worker, name, 0)
+
+    def on_hold():
+        wl = mk.get(worker, "workloads", wl_name) or {}
+        reserved = condition(wl, "QuotaReserved")
+        held = reserved.get("status") == "False" and reserved.get("reason") == "OnHold"
+        return (wl, reserved) if held else NotYet(reserved)
+
+    wl, reserved = wait_until("the Workload on hold", on_hold, timeout=60)
+    assert reserved["message"] == "StatefulSet scaled to zero; workload on hold"
+    assert not (wl.get("status") or {}).get("admission")
+    assert any(r.get("name") == name for r in wl["metadata"].get("ownerReferences") or ())
+
+    def pods_gone():
+        pods = [
+            p["metadata"]["name"]
+            for p in mk.items(worker, "pods", "-n", NAMESPACE)
+            if p["metadata"]["name"].startswith(f"{name}-")
+        ]
+        return not pods or NotYet(pods)
+
+    wait_until("the StatefulSet's pods gone", pods_gone, timeout=60)
+    # Still on hold a while later: nothing re-queued it.
+    assert condition(mk.get(worker, "workloads", wl_name), "QuotaReserved").get("reason") == "OnHold"
+
+    def scaled_down():
+        status = (mk.get(worker, "statefulset", name) or {}).get("status") or {}
+        return not status.get("replicas") or NotYet(status)
+
+    wait_until("the StatefulSet's status at 0 replicas", scaled_down, timeout=60)
+    _scale(mk, worker, name, 2)
+    wait_until("2 replicas ready again", _ready_replicas(mk, worker, name, 2), timeout=120)
+    wl = mk.get(worker, "workloads", wl_name)
+    assert condition(wl, "Admitted").get("status") == "True"
+    assert _sts_workload(mk, worker, name)["metadata"]["name"] == wl_name  # the same Workload
+    mk.kubectl(worker, "delete", "statefulset", name, "-n", NAMESPACE)
+
+
+def test_a_statefulset_queue_name_can_change_while_none_of_its_pods_is_ready(mk):
+    """Upstream's "change queue name after scale up from zero": created at 0 replicas on a queue
+    that does not exist, scaled to 1 (its pod gated, labelled with that queue), then moved to a real
+    queue: the pod's label and the Workload's queue follow, and it runs."""
+    worker = mk.workers[1]
+    name = unique("move-sts")
+    _local_statefulset(mk, worker, name, 0, queue=f"{QUEUE}-nonexistent")
+    _scale(mk, worker, name, 1)
+
+    def pod_of(queue: str):
+        def check():
+            pods = [
+                p for p in mk.items(worker, "pods", "-n", NAMESPACE) if p["metadata"]["name"] == f"{name}-0"
+            ]
+            labels = pods[0]["metadata"].get("labels") or {} if pods else {}
+            return (pods and labels.get(api.LABEL_QUEUE_NAME) == queue and pods[0]) or NotYet(labels)
+
+        return check
+
+    assert gated(wait_until("its pod, gated", pod_of(f"{QUEUE}-nonexistent"), timeout=60))
+    mk.kubectl(
+        worker,
+        "label",
+        "statefulset",
+        name,
+        "-n",
+        NAMESPACE,
+        f"{api.LABEL_QUEUE_NAME}={QUEUE}",
+        "--overwrite",
+    )
+    wait_until("the pod's queue label updated", pod_of(QUEUE), timeout=60)
+    wait_until("1 replica ready", _ready_replicas(mk, worker, name, 1), timeout=120)
+    wl = _sts_workload(mk, worker, name)
+    assert wl["spec"]["queueName"] == QUEUE and condition(wl, "Admitted").get("status") == "True"
+    mk.kubectl(worker, "delete", "statefulset", name, "-n", NAMESPACE)

@@ -112,3 +112,25 @@ def test_replicas_and_template_are_fixed_while_managed() -> None:
 
 def test_the_statefulset_framework_implies_the_pod_integration() -> None:
     assert enabled_frameworks(("statefulset",)) == ["pod", "statefulset"]
+
+
+def test_a_scale_up_from_zero_waits_for_the_scale_down_and_its_workload() -> None:
+    """Upstream's checks: pods of the scale-down still there, or its Workload still there and not on
+    hold (being deleted), refuse the scale-up; a Workload on hold, or none, allows it."""
+    old = a_statefulset({api.LABEL_QUEUE_NAME: "lq"}, replicas=0)
+    up = a_statefulset({api.LABEL_QUEUE_NAME: "lq"}, replicas=3)
+    assert statefulset.scales_up_from_zero(old, up)
+    terminating = copy.deepcopy(up)
+    terminating["status"] = {"replicas": 2}
+    errors = statefulset.validate_update(old, terminating, CONFIG, FACTS)
+    assert [(e.path, e.detail) for e in errors] == [("spec.replicas", "scaling down is still in progress")]
+    assert not statefulset.scales_up_from_zero(old, terminating)
+
+    live = Facts(namespace_labels=FACTS.namespace_labels, earlier_workload_on_hold=False)
+    errors = statefulset.validate_update(old, up, CONFIG, live)
+    assert [(e.path, e.detail) for e in errors] == [
+        ("spec.replicas", "workload from previous scale-down is still being deleted")
+    ]
+    on_hold = Facts(namespace_labels=FACTS.namespace_labels, earlier_workload_on_hold=True)
+    assert statefulset.validate_update(old, up, CONFIG, on_hold) == []
+    assert statefulset.validate_update(old, up, CONFIG, FACTS) == []  # no Workload

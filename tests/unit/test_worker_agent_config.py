@@ -331,3 +331,18 @@ def test_no_file_means_upstreams_v0_19_defaults():
     cfg = load_config(None)
     assert cfg.wait_for_pods_ready is not None and cfg.wait_for_pods_ready.timeout_seconds == 1800
     assert cfg.fair_sharing is None
+
+
+def test_the_visibility_server_block_gives_the_visibility_address():
+    assert parse_config({}).visibility_bind_address is None
+    cfg = parse_config({"visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": 9443}})
+    assert cfg.visibility_bind_address == "127.0.0.1:9443"
+    assert parse_config({"visibilityServer": {}}).visibility_bind_address == ":8082"
+    with pytest.raises(ConfigError) as err:
+        parse_config({"visibilityServer": {"bindAddress": "localhost", "bindPort": 0}})
+    assert 'visibilityServer.bindAddress: Invalid value: "localhost": must be a valid IP address' in str(
+        err.value
+    )
+    assert "visibilityServer.bindPort: Invalid value: 0: must be a valid port number (1-65535)" in str(
+        err.value
+    )

@@ -95,7 +95,7 @@ class WorkloadController:
                 await self._remove_finalizer(cached)
             return None
         if wlstatus.is_finished(cached):
-            return None
+            return await self._retain_finished(cached)
         now = self.clock.now()
         wl = wlstatus.status_working_copy(cached)  # below, only the status changes
         name, namespace = wl["metadata"]["name"], wl["metadata"]["namespace"]
@@ -171,6 +171,11 @@ class WorkloadController:
     ) -> Result | None:
         """A pending Workload: requeue backoff, restarted or missing queues, its pending condition."""
         lq, cq, cq_name = queues
+        if wlstatus.is_on_hold(wl):
+            # Kept out of the queues by its owner (a StatefulSet scaled to zero): its reason stays.
+            if changed or checks_synced:
+                await self._write(wl)
+            return None
         requeue_after = finish_requeue_backoff(wl, now)
         if requeue_after == 0.0:
             changed = True
@@ -209,6 +214,34 @@ class WorkloadController:
             )
             await self._write(wl)
         await self._remove_finalizer(wl)
+
+    async def _retain_finished(self, wl: Obj) -> Result | None:
+        """ObjectRetentionPolicies: a finished Workload is deleted `afterFinished` after its Finished
+        condition (without our finalizer, which a finished Workload no longer needs); until then it
+        comes back when that time is up."""
+        keep = self.config.workload_retention.after_finished_seconds
+        if keep is None:
+            return None
+        finished = wlstatus.condition(wl, api.WORKLOAD_FINISHED) or {}
+        remaining = keep - wlstatus.seconds_since(finished.get("lastTransitionTime"), self.clock.now())
+        if remaining > 0:
+            return Result(requeue_after=remaining)
+        meta = wl["metadata"]
+        if api.FINALIZER_RESOURCE_IN_USE in (meta.get("finalizers") or ()):
+            await self._remove_finalizer(wl)
+        try:
+            await self.kube.delete(api.WORKLOAD, meta["name"], namespace=meta["namespace"])
+        except NotFound:
+            return None
+        log.info(
+            "deleted a finished workload: its retention elapsed",
+            workload=f"{meta['namespace']}/{meta['name']}",
+        )
+        if self.recorder is not None:
+            await self.recorder.normal(
+                wl, api.EVENT_DELETED, api.EVENT_ACTION_DELETED, api.MSG_DELETED_FINISHED_WORKLOAD
+            )
+        return None
 
     async def _remove_finalizer(self, wl: Obj) -> None:
         await set_finalizer(

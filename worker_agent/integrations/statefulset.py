@@ -17,6 +17,7 @@ from kube_runtime.client import Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
 from kueue_domain import api
+from kueue_domain import workload as wlstatus
 from worker_agent.integrations import framework
 from worker_agent.webhooks import common
 from worker_agent.webhooks import statefulset as sts_webhook
@@ -93,9 +94,53 @@ class StatefulSetIntegration:
             if count > 0 and not remote:
                 await self._create_workload(sts, name, count)
             return None
-        if count > 0 and not owns(wl, sts):
+        if count == 0:
+            # Scaled to zero: the Workload (still owned, so not an orphan) is put on hold, which
+            # releases its quota and keeps it out of the queues until the StatefulSet scales up.
+            if wlstatus.has_quota_reservation(wl) and wlstatus.is_active(wl) and not wlstatus.is_finished(wl):
+                await self._set_reservation(wl, api.REASON_ON_HOLD, api.MSG_STATEFUL_SET_ON_HOLD)
+            return None
+        if not owns(wl, sts):
             await self._adopt(wl, sts)
+        queue = common.queue_name(sts)
+        if queue and (wl.get("spec") or {}).get("queueName") != queue:
+            await self._move_to_queue(sts, wl, queue)
+        if wlstatus.is_on_hold(wl):
+            pending = wlstatus.unadmitted_reason(
+                self.config.features, api.REASON_PENDING_EVALUATION, api.REASON_PENDING
+            )
+            await self._set_reservation(wl, pending, api.MSG_NO_LONGER_ON_HOLD)
         return None
+
+    async def _set_reservation(self, wl: Obj, reason: str, message: str) -> None:
+        """QuotaReserved=False with this reason, the admission cleared (on hold, or back from it)."""
+        current = wlstatus.working_copy(wl)
+        if wlstatus.unset_quota_reservation(current, reason, message, self.agent.clock.now()):
+            with contextlib.suppress(NotFound):
+                await wlstatus.apply_admission_status(self.kube, current, strict=True)
+
+    async def _move_to_queue(self, sts: Obj, wl: Obj, queue: str) -> None:
+        """The StatefulSet's queue-name changed (allowed while none of its pods is ready): its pods'
+        label first, then its Workload's queue, so that a failed write is retried whole."""
+        namespace = sts["metadata"]["namespace"]
+        match = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(match.items())) or None
+        pods, _ = await self.kube.list(api.POD, namespace=namespace, label_selector=selector)
+        uid = sts["metadata"].get("uid")
+        for pod_obj in pods:
+            owned = any(r.get("uid") == uid for r in pod_obj["metadata"].get("ownerReferences") or ())
+            if owned and (pod_obj["metadata"].get("labels") or {}).get(api.LABEL_QUEUE_NAME) != queue:
+                with contextlib.suppress(NotFound):
+                    await self.kube.patch_merge(
+                        api.POD,
+                        pod_obj["metadata"]["name"],
+                        {"metadata": {"labels": {api.LABEL_QUEUE_NAME: queue}}},
+                        namespace=namespace,
+                    )
+        with contextlib.suppress(NotFound):
+            await self.kube.patch_merge(
+                api.WORKLOAD, wl["metadata"]["name"], {"spec": {"queueName": queue}}, namespace=namespace
+            )
 
     async def _create_workload(self, sts: Obj, name: str, count: int) -> None:
         template = (sts.get("spec") or {}).get("template") or {}

@@ -80,7 +80,7 @@ def setup_webhooks(agent: Any) -> WebhookServer | None:
     # Owners the ancestor walk can read from a cache instead of the API: the unfiltered informers
     # the job integrations registered, now or later.
     owner_informers = OwnerInformers(agent.integration_informers)
-    return WebhookServer(
+    server = WebhookServer(
         agent.kube,
         config,
         agent_lookups(agent.state),
@@ -90,3 +90,5 @@ def setup_webhooks(agent: Any) -> WebhookServer | None:
         owner_informers=owner_informers,
         health_servers=agent.servers,
     )
+    server.tls_options = config.server_tls
+    return server

@@ -108,6 +108,9 @@ class Facts:
     namespace_labels: Mapping[str, str] = field(default_factory=dict)
     # The object has an ancestor (controller owner chain) that Kueue manages.
     managed_ancestor: bool = False
+    # A StatefulSet scaled up from zero: whether the Workload of its earlier scale-down is still
+    # there (None: it is not) and, if so, whether it is on hold.
+    earlier_workload_on_hold: bool | None = None
 
 
 def gate(config: Configuration, name: str) -> bool:

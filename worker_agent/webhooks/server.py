@@ -13,6 +13,7 @@ no-op webhooks do, so a configuration registering all of them is harmless.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ from kube_runtime.clock import Clock
 from kube_runtime.informer import Informer
 from kube_runtime.tlsserver import RetryingTLSServer
 from kueue_domain import api, fields
+from kueue_domain import workload as wlstatus
 from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
 from worker_agent.webhooks import (
@@ -269,7 +271,9 @@ class WebhookServer(RetryingTLSServer):
             errors = (
                 statefulset.validate_create(obj, self.config)
                 if req.operation == "CREATE"
-                else statefulset.validate_update(old, obj, self.config, await self.facts(obj, ns))
+                else statefulset.validate_update(
+                    old, obj, self.config, await self.statefulset_facts(old, obj, ns)
+                )
             )
         elif hook.framework == api.FRAMEWORK_DEPLOYMENT:
             errors = (
@@ -302,6 +306,18 @@ class WebhookServer(RetryingTLSServer):
             namespace_labels=await self.namespace_labels_of(namespace),
             managed_ancestor=await self.managed_ancestor(obj, namespace),
         )
+
+    async def statefulset_facts(self, old: Obj, new: Obj, namespace: str) -> Facts:
+        """`facts`, and for a scale-up from zero whether the earlier Workload is there and on hold."""
+        facts = await self.facts(new, namespace)
+        if not statefulset.scales_up_from_zero(old, new):
+            return facts
+        try:
+            async with asyncio.timeout(API_TIMEOUT_SECONDS):
+                wl = await self.kube.get(api.WORKLOAD, statefulset.workload_name(old), namespace=namespace)
+        except NotFound:
+            return facts
+        return dataclasses.replace(facts, earlier_workload_on_hold=wlstatus.is_on_hold(wl))
 
     async def namespace_labels_of(self, namespace: str) -> dict[str, str]:
         """From the namespace informer; a namespace it has not seen yet is read from the API."""

@@ -135,4 +135,16 @@ def validate_update(old: Obj, new: Obj, config: Configuration, facts: Facts) -> 
         errors += fields.immutable(new_shape, old_shape, POD_SPEC_PATH)
         if replicas(new) != 0 and replicas(old) != 0:
             errors += fields.immutable(replicas(new), replicas(old), REPLICAS_PATH)
+        if replicas(old) == 0 and replicas(new) > 0:
+            if int((new.get("status") or {}).get("replicas") or 0) > 0:
+                errors.append(fields.forbidden(REPLICAS_PATH, api.MSG_STS_SCALE_DOWN_IN_PROGRESS))
+            elif facts.earlier_workload_on_hold is False:
+                errors.append(fields.forbidden(REPLICAS_PATH, api.MSG_STS_WORKLOAD_STILL_DELETED))
     return errors
+
+
+def scales_up_from_zero(old: Obj, new: Obj) -> bool:
+    """An update the webhook checks against the Workload of the earlier scale-down."""
+    return (
+        replicas(old) == 0 and replicas(new) > 0 and not int((new.get("status") or {}).get("replicas") or 0)
+    )

@@ -326,7 +326,7 @@ class JobReconciler(EventRouting, WorkloadLookups):
                     current, self.agent.clock.now(), self.config.features
                 ):
                     await self._apply_admission_status(current)
-            return None
+            return await self._retain_deactivated(obj, wl, evicted)
         # 7. Suspended: start when admitted, else keep the Workload's queue in step.
         if self.is_suspended(obj):
             if wlstatus.is_admitted(wl):
@@ -348,6 +348,34 @@ class JobReconciler(EventRouting, WorkloadLookups):
         # 8. Running without admission.
         if not wlstatus.is_admitted(wl) and not await self.stop(obj, wl, api.MSG_NOT_ADMITTED):
             return Result(requeue_after=STOP_RECHECK_SECONDS)
+        return None
+
+    async def _retain_deactivated(self, obj: Obj, wl: Obj, evicted: Obj) -> Result | None:
+        """ObjectRetentionPolicies: a job whose Workload Kueue deactivated (inactive, Evicted with a
+        `DeactivatedDueTo...` reason) is deleted, with its dependents, `afterDeactivatedByKueue`
+        after that eviction; its Workload goes with it (owner reference)."""
+        keep = self.config.workload_retention.after_deactivated_by_kueue_seconds
+        if (
+            keep is None
+            or wlstatus.is_active(wl)
+            or not evicted.get("reason", "").startswith(api.REASON_DEACTIVATED_DUE_TO_PREFIX)
+        ):
+            return None
+        remaining = keep - wlstatus.seconds_since(evicted.get("lastTransitionTime"), self.agent.clock.now())
+        if remaining > 0:
+            return Result(requeue_after=remaining)
+        meta = obj["metadata"]
+        try:
+            await self.kube.delete(
+                self.resource, meta["name"], namespace=meta["namespace"], propagation_policy="Background"
+            )
+        except NotFound:
+            return None
+        if self.recorder is not None:
+            await self.recorder.normal(
+                self.typed(obj), api.EVENT_DELETED, api.EVENT_ACTION_DELETED, api.MSG_DELETED_DEACTIVATED_JOB
+            )
+        await self._remove_finalizer(wl)
         return None
 
     # -- starting --------------------------------------------------------------------------------

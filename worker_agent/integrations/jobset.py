@@ -22,22 +22,21 @@ TrainJob integration's `manages_child`): it and its Jobs are left to the TrainJo
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 import structlog
 
-from kube_runtime.client import Conflict, NotFound
-from kube_runtime.informer import object_key
 from kueue_domain import api, naming
 from worker_agent.integrations import framework, jobframework
+from worker_agent.integrations.jobframework import templated
 
 log = structlog.get_logger("worker_agent.jobset")
 
 Obj = dict[str, Any]
 JOB_SET_KIND = api.JOB_SET.kind
 JOB_SET_GROUP = api.JOB_SET.group
+SUSPEND = ("spec", "suspend")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -180,40 +179,22 @@ def _pod_template(replicated_job: Obj) -> Obj:
     return replicated_job.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})
 
 
+def pod_templates(job_set: Obj) -> list[tuple[str, Obj]]:
+    """Each replicatedJob's pod template, by the replicatedJob's name (its PodSet's)."""
+    return [(rj.get("name", ""), _pod_template(rj)) for rj in replicated_jobs(job_set)]
+
+
 def started_job_set(job_set: Obj, infos: Mapping[str, Obj]) -> Obj | None:
     """RunWithPodSetsInfo: the JobSet unsuspended with each replicatedJob's podset info merged into
     its pod template. None when it is not suspended. Raises PodSetInfoConflict on a conflicting key
     or when the admission has no info for a replicatedJob."""
-    if not is_suspended(job_set):
-        return None
-    result = copy.deepcopy(job_set)
-    for rj in replicated_jobs(result):
-        info = infos.get(rj.get("name", ""))
-        if info is None or len(infos) != len(replicated_jobs(job_set)):
-            # podset.BadPodSetsInfoLenError
-            raise framework.PodSetInfoConflict(
-                f"invalid podset infos: expecting {len(replicated_jobs(job_set))} podset, got {len(infos)}"
-            )
-        merged = framework.merge_into_template(_pod_template(rj), info)
-        rj["template"]["spec"]["template"] = merged
-    result["spec"]["suspend"] = False
-    return result
+    return templated.started_object(job_set, pod_templates, infos, SUSPEND)
 
 
 def stopped_job_set(job_set: Obj, wl: Obj | None) -> Obj | None:
-    """Suspend and RestorePodSetsInfo in one: suspended, and every replicatedJob's pod template
-    labels, annotations, nodeSelector, tolerations and scheduling gates taken back from the
-    Workload's PodSet of that name (left as they are without a Workload, or when the PodSets do not
-    match the replicatedJobs). None when there is nothing to change."""
-    result = copy.deepcopy(job_set)
-    result.setdefault("spec", {})["suspend"] = True
-    podsets = {p.get("name"): p for p in ((wl or {}).get("spec") or {}).get("podSets") or ()}
-    rjs = replicated_jobs(result)
-    if podsets and len(podsets) == len(rjs) and all(rj.get("name") in podsets for rj in rjs):
-        for rj in rjs:
-            original = podsets[rj.get("name")].get("template") or {}
-            rj["template"]["spec"]["template"] = framework.restore_template(_pod_template(rj), original)
-    return None if result == job_set else result
+    """Suspend and RestorePodSetsInfo in one (templated.stopped_object). None when there is nothing
+    to change."""
+    return templated.stopped_object(job_set, pod_templates, wl, SUSPEND)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -225,7 +206,7 @@ def controlling_job_set(wl: Obj) -> Obj | None:
     return jobframework.controlling_owner(api.JOB_SET, wl)
 
 
-class JobSetIntegration(jobframework.JobReconciler):
+class JobSetIntegration(templated.TemplatedReconciler):
     """The Jobs of a managed JobSet are left to its Workload (`manages_child`, asked by the batch/v1
     Job integration)."""
 
@@ -235,6 +216,7 @@ class JobSetIntegration(jobframework.JobReconciler):
     managed_by_default = api.JOB_SET_MANAGED_BY_DEFAULT
 
     podsets = staticmethod(job_set_podsets)
+    pod_templates = staticmethod(pod_templates)
     is_active = staticmethod(is_active)
     finished = staticmethod(finished)
     pods_ready = staticmethod(pods_ready)
@@ -244,26 +226,3 @@ class JobSetIntegration(jobframework.JobReconciler):
 
     def pod_priority_class(self, job_set: Obj, podsets: list[Obj]) -> str | None:
         return pod_priority_class(job_set)
-
-    async def run(self, job_set: Obj, wl: Obj, infos: Mapping[str, Obj]) -> bool:
-        started = started_job_set(job_set, infos)
-        if started is None:
-            return False
-        try:
-            written = await self.kube.replace(api.JOB_SET, started)
-        except (Conflict, NotFound):
-            return False  # the JobSet's next event brings us back
-        self._own_writes.wrote(object_key(job_set), job_set, written)
-        return True
-
-    async def stop(self, job_set: Obj, wl: Obj | None, message: str) -> bool:
-        """Suspend with the templates restored from the Workload, in one update."""
-        stopped = stopped_job_set(job_set, wl)
-        if stopped is None:
-            return True
-        was_running = not is_suspended(job_set)
-        written = await self.kube.replace(api.JOB_SET, stopped)  # a Conflict is retried with backoff
-        self._own_writes.wrote(object_key(job_set), job_set, written)
-        if was_running:
-            await self._event(job_set, api.EVENT_STOPPED, message)
-        return True

@@ -11,7 +11,9 @@ templates restored from the Workload) when it is evicted, and finishes the Workl
 
 Modules: `objects` (pure reads of an object and its Workloads), `routing` (informer events to
 reconciles, the parent walk), `workloads` (the one matching Workload, creation, orphans, status
-writes), `reconciler` (JobReconciler: declarations, hooks, the reconcile).
+writes), `reconciler` (JobReconciler: declarations, hooks, the reconcile), `templated`
+(TemplatedReconciler: run and stop for the kinds whose PodSets are named pod templates inside the
+object and that suspend by one field; such a kind declares `suspend_path` and `pod_templates`).
 """
 
 from worker_agent.integrations.jobframework.objects import (

@@ -57,6 +57,7 @@ MULTIKUEUE_MANAGER_QUOTA_AUTOMATION = "MultiKueueManagerQuotaAutomation"
 SCHEDULING_EQUIVALENCE_HASHING = "SchedulingEquivalenceHashing"
 LWS_IMMUTABLE_GROUP_SIZE = "LWSImmutableGroupSize"
 SCHEDULER_LONG_REQUEUE_INTERVAL = "SchedulerLongRequeueInterval"
+ASSIGN_QUEUE_LABELS_FOR_PODS = "AssignQueueLabelsForPods"
 
 _AGENT = "worker_agent"
 _MANAGER = "manager"
@@ -74,7 +75,13 @@ GATES: dict[str, Gate] = {
             effect="admissionFairSharing in the Configuration",
         ),
         Gate("AdmissionGatedBy", True, BETA, effect="the kueue.x-k8s.io/admission-gated-by annotation"),
-        Gate("AssignQueueLabelsForPods", True, BETA, behaviour=ABSENT, effect="queue labels on pods"),
+        Gate(
+            ASSIGN_QUEUE_LABELS_FOR_PODS,
+            True,
+            BETA,
+            honoured=f"{_AGENT}: job start",
+            effect="kueue.x-k8s.io/local-queue-name and cluster-queue-name labels on the pods Kueue starts",
+        ),
         Gate("CleanupProvisioningRequestsOnEviction", True, BETA, behaviour=ABSENT),
         Gate("ConcurrentAdmission", False, ALPHA, behaviour=ABSENT),
         Gate("CustomMetricLabels", False, ALPHA, behaviour=ABSENT),

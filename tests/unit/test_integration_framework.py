@@ -304,3 +304,18 @@ def test_expected_running_podsets_add_flavor_tolerations_and_partial_count():
     assert running[0]["template"]["spec"]["tolerations"] == [{"key": "t"}]
     wl["status"]["conditions"] = []
     assert framework.expected_running_podsets(wl, FLAVORS) is None
+
+
+def test_podset_infos_queue_labels_follow_assign_queue_labels_for_pods():
+    wl = _admitted()
+    labels = framework.podset_infos(wl, FLAVORS)["main"]["labels"]
+    assert labels[api.LABEL_LOCAL_QUEUE_NAME] == wl["spec"]["queueName"]
+    assert labels[api.LABEL_CLUSTER_QUEUE_NAME] == wl["status"]["admission"]["clusterQueue"]
+    off = framework.podset_infos(wl, FLAVORS, queue_labels=False)["main"]["labels"]
+    assert api.LABEL_LOCAL_QUEUE_NAME not in off and api.LABEL_CLUSTER_QUEUE_NAME not in off
+    assert off[api.LABEL_PODSET] == "main"
+    # A ClusterQueue name that is no valid label value (a DNS subdomain with dots) is left out.
+    wl["status"]["admission"]["clusterQueue"] = "team.a.queue"
+    dotted = framework.podset_infos(wl, FLAVORS)["main"]["labels"]
+    assert api.LABEL_CLUSTER_QUEUE_NAME not in dotted
+    assert dotted[api.LABEL_LOCAL_QUEUE_NAME] == wl["spec"]["queueName"]

@@ -5,6 +5,7 @@ the pod-set information injected at start and removed at stop. Pure functions.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -214,8 +215,13 @@ def new_workload(
 # Pod-set information (job start and stop)
 
 
-def podset_infos(workload: Obj, flavors: Mapping[str, Obj]) -> dict[str, Obj]:
-    """Per PodSet name: nodeSelector, tolerations, labels, count from the admission and Ready checks."""
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def podset_infos(workload: Obj, flavors: Mapping[str, Obj], queue_labels: bool = True) -> dict[str, Obj]:
+    """Per PodSet name: nodeSelector, tolerations, labels, count from the admission and Ready checks.
+    `queue_labels` (AssignQueueLabelsForPods): the pods get `kueue.x-k8s.io/local-queue-name` and,
+    when the ClusterQueue's name is a valid DNS-1123 label, `kueue.x-k8s.io/cluster-queue-name`."""
     status = workload.get("status") or {}
     admission = status.get("admission") or {}
     cq = admission.get("clusterQueue", "")
@@ -233,9 +239,11 @@ def podset_infos(workload: Obj, flavors: Mapping[str, Obj]) -> dict[str, Obj]:
             for toleration in spec.get("tolerations") or ():
                 if toleration not in tolerations:
                     tolerations.append(toleration)
-        labels = {api.LABEL_PODSET: psa["name"], api.LABEL_LOCAL_QUEUE_NAME: queue}
-        if cq and len(cq) <= 63:
-            labels[api.LABEL_CLUSTER_QUEUE_NAME] = cq
+        labels = {api.LABEL_PODSET: psa["name"]}
+        if queue_labels:
+            labels[api.LABEL_LOCAL_QUEUE_NAME] = queue
+            if _DNS1123_LABEL.fullmatch(cq):
+                labels[api.LABEL_CLUSTER_QUEUE_NAME] = cq
         if multikueue_copy:
             labels[api.LABEL_MULTIKUEUE_WORKER_WORKLOAD_POD] = api.VALUE_TRUE
         infos[psa["name"]] = {

@@ -19,7 +19,7 @@ from kube_runtime.apply import set_finalizer
 from kube_runtime.client import ApiError, Conflict, NotFound
 from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer, object_key
-from kueue_domain import api, naming
+from kueue_domain import api, features, naming
 from kueue_domain import workload as wlstatus
 from worker_agent.integrations import framework
 
@@ -342,7 +342,9 @@ class PodGroupIntegration:
         if not gated:
             return
         try:
-            infos = framework.podset_infos(wl, {f["metadata"]["name"]: f for f in self.state.flavors.list()})
+            flavors = {f["metadata"]["name"]: f for f in self.state.flavors.list()}
+            queue_labels = self.config.features.enabled(features.ASSIGN_QUEUE_LABELS_FOR_PODS)
+            infos = framework.podset_infos(wl, flavors, queue_labels=queue_labels)
         except framework.PodSetInfoConflict as exc:
             log.warning("cannot start pod group", workload=object_key(wl), error=str(exc))
             return

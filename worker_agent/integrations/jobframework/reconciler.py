@@ -12,7 +12,7 @@ from kube_runtime.controller import Controller, Result
 from kube_runtime.informer import Informer
 from kube_runtime.labels import selector_matches
 from kube_runtime.ownwrites import CACHE_LAG_RECHECK_SECONDS, OwnWrites
-from kueue_domain import api, naming
+from kueue_domain import api, features, naming
 from kueue_domain import workload as wlstatus
 from kueue_domain.api import Resource
 from worker_agent.integrations import framework
@@ -382,7 +382,11 @@ class JobReconciler(EventRouting, WorkloadLookups):
 
     async def _start(self, obj: Obj, wl: Obj) -> None:
         try:
-            infos = framework.podset_infos(wl, self._flavors())
+            infos = framework.podset_infos(
+                wl,
+                self._flavors(),
+                queue_labels=self.config.features.enabled(features.ASSIGN_QUEUE_LABELS_FOR_PODS),
+            )
             started = await self.run(obj, wl, infos)
         except framework.PodSetInfoConflict as exc:
             # Permanent: the object can never start with this admission.

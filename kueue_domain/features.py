@@ -58,6 +58,8 @@ SCHEDULING_EQUIVALENCE_HASHING = "SchedulingEquivalenceHashing"
 LWS_IMMUTABLE_GROUP_SIZE = "LWSImmutableGroupSize"
 SCHEDULER_LONG_REQUEUE_INTERVAL = "SchedulerLongRequeueInterval"
 ASSIGN_QUEUE_LABELS_FOR_PODS = "AssignQueueLabelsForPods"
+FAIR_SHARING_PRIORITIZE_NON_BORROWING = "FairSharingPrioritizeNonBorrowing"
+ADMISSION_FAIR_SHARING = "AdmissionFairSharing"
 
 _AGENT = "worker_agent"
 _MANAGER = "manager"
@@ -98,7 +100,12 @@ GATES: dict[str, Gate] = {
         Gate("FailureRecoveryPolicy", False, ALPHA, behaviour=ABSENT),
         Gate("FairSharingPreemptWithinNominal", True, BETA, effect="fair-sharing preemption"),
         Gate(
-            "FairSharingPrioritizeNonBorrowing", True, BETA, behaviour=ABSENT, effect="fair-sharing ordering"
+            FAIR_SHARING_PRIORITIZE_NON_BORROWING,
+            True,
+            BETA,
+            honoured=f"{_AGENT}: scheduler",
+            effect="fair-sharing admission order: a workload whose subtree does not borrow on the "
+            "flavors it requests goes first, at every cohort level, before the shares are compared",
         ),
         Gate("FastQuotaReleaseInPodIntegration", False, ALPHA, behaviour=ABSENT),
         Gate("FinishOrphanedWorkloads", True, BETA, effect="Workloads whose owner is gone are finished"),

@@ -48,6 +48,7 @@ class AdmissionCore:
             ),
             block_admission=bool(config.wait_for_pods_ready and config.wait_for_pods_ready.block_admission),
             partial_admission=config.features.enabled(features.PARTIAL_ADMISSION),
+            prioritize_non_borrowing=config.features.enabled(features.FAIR_SHARING_PRIORITIZE_NON_BORROWING),
         )
         self.scheduler = Scheduler(self.snapshot, self.queues, self.scheduler_config)
         # Workloads the scheduler assumed whose admission write is not yet observed.

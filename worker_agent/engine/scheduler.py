@@ -94,6 +94,10 @@ class SchedulerConfig:
     # waitForPodsReady.blockAdmission: at most one admission per cycle (the caller does not start a
     # cycle while an admitted workload is not ready).
     block_admission: bool = False
+    # FairSharingPrioritizeNonBorrowing (on upstream): in the fair-sharing tournament a workload
+    # whose subtree does not borrow on the flavors it requests goes before one whose subtree does,
+    # at every level, before the shares are compared.
+    prioritize_non_borrowing: bool = True
 
 
 class _CycleVictims:
@@ -343,15 +347,19 @@ class Scheduler:
         return order
 
     def _path_ranks(self, entry: _Entry) -> dict[int, tuple]:
-        """Per node on the entry's path: (borrowing?, DRS) with the entry's usage simulated."""
+        """Per node on the entry's path: (borrowing?, DRS) with the entry's usage simulated;
+        borrowing? is whether the node borrows on a (flavor, resource) the entry requests (always 0
+        with FairSharingPrioritizeNonBorrowing off)."""
         cq = entry.cq
         assert cq is not None and entry.assignment is not None
         usage = entry.assignment.usage
         cq.add_usage(usage)
         ranks: dict[int, tuple] = {}
         node: QuotaNode | None = cq
+        requested = [fr for fr, amount in usage.items() if amount > 0]
+        non_borrowing_first = self.config.prioritize_non_borrowing
         while node is not None and node.parent is not None:
-            borrowing = any(node.is_borrowing(fr) for fr in usage)
+            borrowing = non_borrowing_first and any(node.is_borrowing(fr) for fr in requested)
             ranks[id(node)] = (1 if borrowing else 0, dominant_resource_share(node))
             node = node.parent
         cq.remove_usage(usage)

@@ -82,6 +82,12 @@ SUPPORTED_FRAMEWORKS = frozenset(
         "leaderworkerset.x-k8s.io/leaderworkerset",
         "jobset.x-k8s.io/jobset",
         "trainer.kubeflow.org/trainjob",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/jaxjob",
+        "kubeflow.org/mpijob",
         "deployment",
         "statefulset",
     }

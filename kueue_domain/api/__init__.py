@@ -11,6 +11,7 @@ condition types, reasons, messages, event reasons, field managers and metric nam
 | `multikueue` | MultiKueue's names, conditions, messages, events, metrics and defaults |
 | `scheduler` | the admission engine's requeue reasons and inadmissible messages |
 | `webhooks` | admission webhook names and paths, validation messages |
+| `kubeflow` | the training-operator's and MPI Operator's kinds, framework names, conditions, webhook paths |
 
 `from kueue_domain import api` then `api.X` names any of them, and kube_runtime's generic ones too
 (`Resource`, Kubernetes' own kinds, condition status values, `go_quote`): one prefix for every string.
@@ -24,6 +25,7 @@ from kube_runtime.resources import *  # noqa: F403
 from kueue_domain.api.conditions import *  # noqa: F403
 from kueue_domain.api.enums import *  # noqa: F403
 from kueue_domain.api.events import *  # noqa: F403
+from kueue_domain.api.kubeflow import *  # noqa: F403
 from kueue_domain.api.labels import *  # noqa: F403
 from kueue_domain.api.multikueue import *  # noqa: F403
 from kueue_domain.api.resources import *  # noqa: F403

@@ -9,10 +9,26 @@ from kueue_domain import api
 from worker_agent.integrations import jobframework
 from worker_agent.integrations.job import JobIntegration
 from worker_agent.integrations.jobset import JobSetIntegration
+from worker_agent.integrations.kubeflow import (
+    JAXJobIntegration,
+    PaddleJobIntegration,
+    PyTorchJobIntegration,
+    TFJobIntegration,
+    XGBoostJobIntegration,
+)
+from worker_agent.integrations.mpijob import MPIJobIntegration
 from worker_agent.integrations.trainjob import TrainJobIntegration
 from worker_agent.webhooks.server import JOB_WEBHOOKS
 
-KINDS = (JobIntegration, JobSetIntegration, TrainJobIntegration)
+KUBEFLOW_KINDS = (
+    PyTorchJobIntegration,
+    TFJobIntegration,
+    XGBoostJobIntegration,
+    PaddleJobIntegration,
+    JAXJobIntegration,
+    MPIJobIntegration,
+)
+KINDS = (JobIntegration, JobSetIntegration, TrainJobIntegration, *KUBEFLOW_KINDS)
 
 
 @pytest.mark.parametrize(
@@ -21,6 +37,12 @@ KINDS = (JobIntegration, JobSetIntegration, TrainJobIntegration)
         (JobIntegration, "job", "jobs", "batchJob"),
         (JobSetIntegration, "jobset", "jobsets", "jobSet"),
         (TrainJobIntegration, "trainjob", "trainjobs", "trainJob"),
+        (PyTorchJobIntegration, "pytorchjob", "pytorchjobs", "pytorchjob"),
+        (TFJobIntegration, "tfjob", "tfjobs", "tfjob"),
+        (XGBoostJobIntegration, "xgboostjob", "xgboostjobs", "xgboostjob"),
+        (PaddleJobIntegration, "paddlejob", "paddlejobs", "paddlejob"),
+        (JAXJobIntegration, "jaxjob", "jaxjobs", "jaxjob"),
+        (MPIJobIntegration, "mpijob", "mpijobs", "mpijob"),
     ],
 )
 def test_each_kind_keeps_its_controller_informer_and_index_names(kind, controller, informer, prefix):

@@ -217,13 +217,13 @@ def test_status_and_metadata_of_a_cluster_object_are_accepted():
 
 def test_unimplemented_frameworks_are_reported_in_the_objects_terms(tmp_path: Path):
     path = tmp_path / "kueue.yaml"
-    path.write_text(yaml.safe_dump(kueue({"integrations": {"frameworks": ["BatchJob", "PyTorchJob"]}})))
+    path.write_text(yaml.safe_dump(kueue({"integrations": {"frameworks": ["BatchJob", "SparkApplication"]}})))
     operator = OperatorConfig(FileSource(str(path)))
     operator.preliminary()
     _, cfg = operator.build(yaml.safe_load(path.read_text()))
     assert cfg.warnings == (
-        'spec.config.integrations.frameworks: PyTorchJob ("kubeflow.org/pytorchjob") is not implemented '
-        "by this agent and is ignored",
+        "spec.config.integrations.frameworks: SparkApplication "
+        '("sparkoperator.k8s.io/sparkapplication") is not implemented by this agent and is ignored',
     )
 
 

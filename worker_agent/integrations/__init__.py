@@ -1,9 +1,10 @@
 """Job integrations: they turn user objects (batch/v1 Jobs, LeaderWorkerSets, pod groups, JobSets,
-TrainJobs, StatefulSets; a Deployment only through its pods) into
+TrainJobs, Kubeflow's PyTorchJobs, TFJobs, XGBoostJobs, PaddleJobs, JAXJobs and MPIJobs,
+StatefulSets; a Deployment only through its pods) into
 Workloads and start or stop them as the Workloads are admitted or evicted.
 
 Each integration is a class taking the Agent; its constructor builds informers and controllers
-and hands them to `agent.register(...)`. Job, JobSet and TrainJob are subclasses of
+and hands them to `agent.register(...)`. Job, JobSet, TrainJob and the Kubeflow kinds are subclasses of
 `jobframework.JobReconciler`: declarations and per-kind hooks over one reconcile.
 """
 
@@ -21,6 +22,12 @@ INTEGRATIONS = {
     ),
     "jobset.x-k8s.io/jobset": "worker_agent.integrations.jobset:JobSetIntegration",
     "trainer.kubeflow.org/trainjob": "worker_agent.integrations.trainjob:TrainJobIntegration",
+    "kubeflow.org/pytorchjob": "worker_agent.integrations.kubeflow:PyTorchJobIntegration",
+    "kubeflow.org/tfjob": "worker_agent.integrations.kubeflow:TFJobIntegration",
+    "kubeflow.org/xgboostjob": "worker_agent.integrations.kubeflow:XGBoostJobIntegration",
+    "kubeflow.org/paddlejob": "worker_agent.integrations.kubeflow:PaddleJobIntegration",
+    "kubeflow.org/jaxjob": "worker_agent.integrations.kubeflow:JAXJobIntegration",
+    "kubeflow.org/mpijob": "worker_agent.integrations.mpijob:MPIJobIntegration",
     "deployment": "worker_agent.integrations.deployment:DeploymentIntegration",
     "statefulset": "worker_agent.integrations.statefulset:StatefulSetIntegration",
 }

@@ -27,6 +27,12 @@ FRAMEWORK_KINDS = {
     api.FRAMEWORK_LEADER_WORKER_SET: (api.LEADER_WORKER_SET.group, api.LEADER_WORKER_SET.kind),
     api.FRAMEWORK_JOB_SET: (api.JOB_SET.group, api.JOB_SET.kind),
     api.FRAMEWORK_TRAIN_JOB: (api.TRAIN_JOB.group, api.TRAIN_JOB.kind),
+    api.FRAMEWORK_PYTORCH_JOB: (api.PYTORCH_JOB.group, api.PYTORCH_JOB.kind),
+    api.FRAMEWORK_TF_JOB: (api.TF_JOB.group, api.TF_JOB.kind),
+    api.FRAMEWORK_XGBOOST_JOB: (api.XGBOOST_JOB.group, api.XGBOOST_JOB.kind),
+    api.FRAMEWORK_PADDLE_JOB: (api.PADDLE_JOB.group, api.PADDLE_JOB.kind),
+    api.FRAMEWORK_JAX_JOB: (api.JAX_JOB.group, api.JAX_JOB.kind),
+    api.FRAMEWORK_MPI_JOB: (api.MPI_JOB.group, api.MPI_JOB.kind),
 }
 QUEUE_NAME_PATH = LABELS.key(api.LABEL_QUEUE_NAME)
 PRIORITY_CLASS_PATH = LABELS.key(api.LABEL_PRIORITY_CLASS)

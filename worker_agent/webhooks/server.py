@@ -36,6 +36,7 @@ from worker_agent.webhooks import (
     deployment,
     job,
     jobset,
+    kubeflow,
     leaderworkerset,
     pod,
     statefulset,
@@ -56,6 +57,7 @@ JOB_WEBHOOKS: dict[str, JobWebhook] = {
     api.FRAMEWORK_BATCH_JOB: job.WEBHOOK,
     api.FRAMEWORK_JOB_SET: jobset.WEBHOOK,
     api.FRAMEWORK_TRAIN_JOB: trainjob.WEBHOOK,
+    **kubeflow.WEBHOOKS,
 }
 API_TIMEOUT_SECONDS = 5.0
 START_RETRY_SECONDS = 5.0
@@ -67,6 +69,12 @@ OWNER_RESOURCES = {
     api.FRAMEWORK_LEADER_WORKER_SET: (api.LEADER_WORKER_SET, api.STATEFUL_SET),
     api.FRAMEWORK_JOB_SET: (api.JOB_SET, api.JOB),  # pods -> Jobs -> JobSet
     api.FRAMEWORK_TRAIN_JOB: (api.TRAIN_JOB, api.JOB_SET, api.JOB),  # pods -> Jobs -> JobSet -> TrainJob
+    api.FRAMEWORK_PYTORCH_JOB: (api.PYTORCH_JOB,),
+    api.FRAMEWORK_TF_JOB: (api.TF_JOB,),
+    api.FRAMEWORK_XGBOOST_JOB: (api.XGBOOST_JOB,),
+    api.FRAMEWORK_PADDLE_JOB: (api.PADDLE_JOB,),
+    api.FRAMEWORK_JAX_JOB: (api.JAX_JOB,),
+    api.FRAMEWORK_MPI_JOB: (api.MPI_JOB, api.JOB),  # pods -> the launcher Job -> MPIJob; or the workers
 }
 
 
@@ -110,6 +118,8 @@ HOOKS: dict[str, Hook] = {
     api.WEBHOOK_PATH_VALIDATE_JOB_SET: Hook(api.FRAMEWORK_JOB_SET, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, True, ("CREATE",)),
     api.WEBHOOK_PATH_VALIDATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, False, ("CREATE", "UPDATE")),
+    **{m: Hook(f, True, ("CREATE",)) for f, (m, _) in api.KUBEFLOW_WEBHOOK_PATHS.items()},
+    **{v: Hook(f, False, ("CREATE", "UPDATE")) for f, (_, v) in api.KUBEFLOW_WEBHOOK_PATHS.items()},
     api.WEBHOOK_PATH_MUTATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, True, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_VALIDATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_STATEFUL_SET: Hook(api.FRAMEWORK_STATEFULSET, True, ("CREATE", "UPDATE")),

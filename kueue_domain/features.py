@@ -44,6 +44,8 @@ class Gate:
 # Gate names the code reads (every other name below is only validated and documented).
 UNADMITTED_WORKLOADS_OBSERVABILITY = "UnadmittedWorkloadsObservability"
 LOCAL_QUEUE_METRICS = "LocalQueueMetrics"
+METRICS_FOR_COHORTS = "MetricsForCohorts"
+METRIC_FOR_WORKLOAD_CREATION_LATENCY = "MetricForWorkloadCreationLatency"
 VISIBILITY_ON_DEMAND = "VisibilityOnDemand"
 LOCAL_QUEUE_DEFAULTING = "LocalQueueDefaulting"
 WORKLOAD_PRIORITY_CLASS_DEFAULTING = "WorkloadPriorityClassDefaulting"
@@ -131,8 +133,20 @@ GATES: dict[str, Gate] = {
             effect="the kueue_local_queue_* metrics",
         ),
         Gate("ManagedJobsNamespaceSelectorAlwaysRespected", True, GA, locked=True),
-        Gate("MetricForWorkloadCreationLatency", True, BETA, behaviour=ABSENT),
-        Gate("MetricsForCohorts", True, BETA, behaviour=ABSENT, effect="kueue_cohort_* metrics"),
+        Gate(
+            METRIC_FOR_WORKLOAD_CREATION_LATENCY,
+            True,
+            BETA,
+            honoured=f"{_AGENT}: metrics",
+            effect="the kueue_workload_creation_latency_seconds metric",
+        ),
+        Gate(
+            METRICS_FOR_COHORTS,
+            True,
+            BETA,
+            honoured=f"{_AGENT}: metrics",
+            effect="the kueue_cohort_info and kueue_cluster_queue_info metrics",
+        ),
         Gate(
             MULTIKUEUE,
             True,

@@ -53,7 +53,12 @@ class Agent(ShellProcess):
         self.config = config
         if metrics is None:
             metrics = Metrics(
-                self.registry, local_queue_metrics=config.features.enabled(features.LOCAL_QUEUE_METRICS)
+                self.registry,
+                local_queue_metrics=config.features.enabled(features.LOCAL_QUEUE_METRICS),
+                cohort_info=config.features.enabled(features.METRICS_FOR_COHORTS),
+                workload_creation_latency=config.features.enabled(
+                    features.METRIC_FOR_WORKLOAD_CREATION_LATENCY
+                ),
             )
         self.metrics = metrics
         self.recorder = self.shell.recorder(REPORTING_CONTROLLER)
@@ -205,8 +210,11 @@ class Agent(ShellProcess):
                     self.cohort_ctl.enqueue_after(cohort, WORKLOAD_EVENT_BATCH_SECONDS)
 
             state.on_cluster_queue_changed.append(cohorts_changed)
-            cohort_changed = by_name(self.cohort_ctl)
-            state.cohorts.add_handler(on_add=cohort_changed, on_update=on_spec_change(cohort_changed))
+        # Cohort objects: their metrics always, their status with fair sharing.
+        cohort_changed = by_name(self.cohort_ctl)
+        state.cohorts.add_handler(
+            on_add=cohort_changed, on_update=on_spec_change(cohort_changed), on_delete=cohort_changed
+        )
         state.on_local_queue_changed.append(
             lambda key: self.lq_ctl.enqueue_after(key, WORKLOAD_EVENT_BATCH_SECONDS)
         )

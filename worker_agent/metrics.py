@@ -3,7 +3,9 @@
 Names, types, label names and histogram buckets follow Kueue v0.19 (`pkg/metrics`), so dashboards
 and alerts written for Kueue work unchanged. Every series carries upstream's `replica_role` label
 (`leader`, `follower` or `standalone`). The `kueue_local_queue_*` metrics are exported only with the
-LocalQueueMetrics feature gate (on by default in v0.19). Upstream fills the quota/usage gauges only
+LocalQueueMetrics feature gate (on by default in v0.19), `kueue_cohort_info` and
+`kueue_cluster_queue_info` only with MetricsForCohorts, `kueue_workload_creation_latency_seconds`
+only with MetricForWorkloadCreationLatency (both on by default). Upstream fills the quota/usage gauges only
 with `metrics.enableClusterQueueResources`; here they are always defined and the controllers decide
 what to report. Three counters of our own (`kueue_worker_agent_*`) measure the engine.
 
@@ -23,6 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 # Label values
 
 LOCAL_QUEUE_PREFIX = "kueue_local_queue_"  # the series the LocalQueueMetrics gate turns on
+COHORT_PREFIX = "kueue_cohort_"  # a Cohort's own series (cleared with it)
 
 REPLICA_ROLE_LEADER = "leader"
 REPLICA_ROLE_FOLLOWER = "follower"
@@ -60,6 +63,9 @@ REASON = "reason"
 UNDERLYING_CAUSE = "underlying_cause"
 PRIORITY_CLASS = "priority_class"
 REPLICA_ROLE = "replica_role"
+PARENT_COHORT = "parent_cohort"
+ROOT_COHORT = "root_cohort"
+JOB_KIND = "job_kind"
 
 # ---------------------------------------------------------------------------------------------
 # Histogram buckets (prometheus_client adds +Inf itself)
@@ -74,6 +80,8 @@ WAIT_TIME_BUCKETS = exponential_buckets(14)  # up to 10240 s (about 2.8 h)
 ADMISSION_WAIT_TIME_BUCKETS = exponential_buckets(16)  # up to 40960 s (about 11.3 h), Kueue >= 0.16.2
 # client_golang's DefBuckets: upstream sets no buckets on the admission attempt histogram.
 GO_DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# prometheus.ExponentialBuckets(0.01, 2, 11): 10 ms doubling to 10.24 s.
+WORKLOAD_CREATION_LATENCY_BUCKETS = tuple(0.01 * 2**i for i in range(11))
 
 COUNTER = "counter"
 GAUGE = "gauge"
@@ -101,6 +109,13 @@ _CQ_RESOURCE = (COHORT, CLUSTER_QUEUE, FLAVOR, RESOURCE, REPLICA_ROLE)
 _LQ = (LQ_NAME, LQ_NAMESPACE, REPLICA_ROLE)
 _LQ_PC = (LQ_NAME, LQ_NAMESPACE, PRIORITY_CLASS, REPLICA_ROLE)
 _LQ_RESOURCE = (LQ_NAME, LQ_NAMESPACE, FLAVOR, RESOURCE, REPLICA_ROLE)
+_COHORT_RESOURCE = (COHORT, FLAVOR, RESOURCE, REPLICA_ROLE)
+
+# Reported only with the MetricsForCohorts gate (worker_agent/cohort_metrics.py reports them all).
+COHORT_INFO = "kueue_cohort_info"
+CLUSTER_QUEUE_INFO = "kueue_cluster_queue_info"
+# Registered only with the MetricForWorkloadCreationLatency gate.
+WORKLOAD_CREATION_LATENCY = "kueue_workload_creation_latency_seconds"
 
 METRICS: tuple[MetricDef, ...] = (
     # Scheduler health.
@@ -225,6 +240,52 @@ METRICS: tuple[MetricDef, ...] = (
         (COHORT, REPLICA_ROLE),
         "The same share for a Cohort within its parent.",
     ),
+    # Cohorts (worker_agent/cohort_metrics.py): a cohort's subtree is itself, its ClusterQueues and
+    # every cohort below it.
+    _def(
+        "kueue_cohort_subtree_quota",
+        GAUGE,
+        _COHORT_RESOURCE,
+        "Nominal quota of the cohort's subtree per flavor and resource, lending limits applied.",
+    ),
+    _def(
+        "kueue_cohort_subtree_resource_reservations",
+        GAUGE,
+        _COHORT_RESOURCE,
+        "Quota reserved by the workloads of the cohort's subtree, per flavor and resource.",
+    ),
+    _def(
+        "kueue_cohort_subtree_admitted_workloads_total",
+        COUNTER,
+        (COHORT, PRIORITY_CLASS, REPLICA_ROLE),
+        "Workloads admitted in the cohort's subtree.",
+    ),
+    _def(
+        "kueue_cohort_subtree_admitted_active_workloads",
+        GAUGE,
+        (COHORT, REPLICA_ROLE),
+        "Admitted workloads of the cohort's subtree that have not finished.",
+    ),
+    _def(
+        COHORT_INFO,
+        GAUGE,
+        (COHORT, PARENT_COHORT, ROOT_COHORT, REPLICA_ROLE),
+        "1 per Cohort, labelled with its parent ('' for a root) and its root, for joins.",
+    ),
+    _def(
+        CLUSTER_QUEUE_INFO,
+        GAUGE,
+        (CLUSTER_QUEUE, PARENT_COHORT, ROOT_COHORT, REPLICA_ROLE),
+        "1 per ClusterQueue, labelled with its cohort and that cohort's root ('' without a cohort).",
+    ),
+    # Job framework.
+    _def(
+        WORKLOAD_CREATION_LATENCY,
+        HISTOGRAM,
+        (JOB_KIND, REPLICA_ROLE),
+        "Time from a job's creation until its Workload's, per job kind; only jobs at generation 1.",
+        WORKLOAD_CREATION_LATENCY_BUCKETS,
+    ),
     # LocalQueue equivalents.
     _def(
         "kueue_local_queue_pending_workloads",
@@ -334,7 +395,11 @@ class Metrics:
         registry: CollectorRegistry,
         replica_role: str = REPLICA_ROLE_STANDALONE,
         local_queue_metrics: bool = True,
+        cohort_info: bool = True,
+        workload_creation_latency: bool = True,
     ) -> None:
+        """The three flags are the LocalQueueMetrics, MetricsForCohorts and
+        MetricForWorkloadCreationLatency gates: off, those series are not exported."""
         if replica_role not in REPLICA_ROLES:
             raise ValueError(f"replica_role must be one of {REPLICA_ROLES}, not {replica_role!r}")
         # Kueue's Go client exports no *_created series; keep the exposition the same.
@@ -342,14 +407,18 @@ class Metrics:
         self.registry = registry
         self.replica_role = replica_role
         self._metrics: dict[str, Counter | Gauge | Histogram] = {}
-        # With LocalQueueMetrics off the kueue_local_queue_* series go to a registry nobody
-        # scrapes: the helpers keep working and /metrics shows what upstream shows.
+        self.cohort_info = cohort_info
+        self.workload_creation_latency = workload_creation_latency
+        # A gate's series that are off go to a registry nobody scrapes: the helpers keep working
+        # and /metrics shows what upstream shows.
         unexported = CollectorRegistry(auto_describe=True)
         for spec in METRICS:
-            local = spec.name.startswith(LOCAL_QUEUE_PREFIX)
-            self._metrics[spec.name] = _build(
-                spec, registry if local_queue_metrics or not local else unexported
+            off = (
+                (not local_queue_metrics and spec.name.startswith(LOCAL_QUEUE_PREFIX))
+                or (not cohort_info and spec.name in (COHORT_INFO, CLUSTER_QUEUE_INFO))
+                or (not workload_creation_latency and spec.name == WORKLOAD_CREATION_LATENCY)
             )
+            self._metrics[spec.name] = _build(spec, unexported if off else registry)
 
     def __getitem__(self, name: str) -> Counter | Gauge | Histogram:
         return self._metrics[name]
@@ -491,6 +560,52 @@ class Metrics:
         """Fair-sharing weighted share of `cohort` within its parent."""
         self._metrics["kueue_cohort_weighted_share"].labels(cohort, self.replica_role).set(share)
 
+    def report_cohort_subtree(
+        self, cohort: str, flavor: str, resource: str, quota: float, reservations: float
+    ) -> None:
+        """A cohort's subtree quota and reservations for (flavor, resource) in engine units; a
+        series whose value is not above zero is removed, as upstream does."""
+        labels = (cohort, flavor, resource, self.replica_role)
+        for name, amount in (
+            ("kueue_cohort_subtree_quota", quota),
+            ("kueue_cohort_subtree_resource_reservations", reservations),
+        ):
+            spec = METRICS_BY_NAME[name]
+            if amount > 0:
+                self._metrics[name].labels(*labels).set(resource_value(resource, amount))
+            else:
+                match = {COHORT: cohort, FLAVOR: flavor, RESOURCE: resource}
+                _remove_matching(self._metrics[name], spec, match)
+
+    def cohort_subtree_admitted(self, cohorts: Iterable[str], priority_class: str = "") -> None:
+        """A workload was admitted in a ClusterQueue below each of `cohorts`."""
+        counter = self._metrics["kueue_cohort_subtree_admitted_workloads_total"]
+        for cohort in cohorts:
+            counter.labels(cohort, priority_class, self.replica_role).inc()
+
+    def report_cohort_subtree_admitted_active(self, cohort: str, count: int) -> None:
+        """Admitted, unfinished workloads of the cohort's subtree."""
+        gauge = self._metrics["kueue_cohort_subtree_admitted_active_workloads"]
+        gauge.labels(cohort, self.replica_role).set(count)
+
+    def report_cohort_info(self, cohort: str, parent: str, root: str) -> None:
+        """The cohort's place in its hierarchy (its previous series removed)."""
+        self.remove_series(COHORT_INFO, {COHORT: cohort})
+        self._metrics[COHORT_INFO].labels(cohort, parent, root, self.replica_role).set(1)
+
+    def report_cluster_queue_info(self, cq: str, parent: str, root: str) -> None:
+        """The ClusterQueue's cohort and root (its previous series removed)."""
+        self.remove_series(CLUSTER_QUEUE_INFO, {CLUSTER_QUEUE: cq})
+        self._metrics[CLUSTER_QUEUE_INFO].labels(cq, parent, root, self.replica_role).set(1)
+
+    def remove_series(self, name: str, match: dict[str, str]) -> None:
+        """Remove the series of metric `name` whose labels include `match`."""
+        _remove_matching(self._metrics[name], METRICS_BY_NAME[name], match)
+
+    def workload_created(self, job_kind: str, seconds: float) -> None:
+        """A Workload was created `seconds` after its job (of kind `job_kind`)."""
+        self._metrics[WORKLOAD_CREATION_LATENCY].labels(job_kind, self.replica_role).observe(seconds)
+
     def clear_cluster_queue_flavor(self, cq: str, flavor: str, resource: str = "") -> None:
         """Drop the quota and usage series of a flavor (or one of its resources) no longer in `cq`."""
         match = {CLUSTER_QUEUE: cq, FLAVOR: flavor} | ({RESOURCE: resource} if resource else {})
@@ -507,9 +622,10 @@ class Metrics:
                 _remove_matching(self._metrics[name], spec, {PREEMPTING_CLUSTER_QUEUE: cq})
 
     def clear_cohort(self, cohort: str) -> None:
-        """Remove the weighted-share series of a deleted Cohort."""
-        spec = METRICS_BY_NAME["kueue_cohort_weighted_share"]
-        _remove_matching(self._metrics[spec.name], spec, {COHORT: cohort})
+        """Remove every series of a Cohort that is gone (its admitted counter too)."""
+        for name, spec in METRICS_BY_NAME.items():
+            if name.startswith(COHORT_PREFIX):
+                _remove_matching(self._metrics[name], spec, {COHORT: cohort})
 
     # -- LocalQueue -----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from kube_runtime.ownwrites import OwnWrites
 from kueue_domain import api
 from manager.workload_status import WorkloadStatus
 from worker_agent.admission import AdmissionState
+from worker_agent.engine import Snapshot
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -126,6 +127,8 @@ def agent_state() -> types.SimpleNamespace:
         tasks=tasks,
     )
     state.announce_admitted = lambda *a: AdmissionState.announce_admitted(state, *a)  # type: ignore[arg-type]
+    state.snapshot = Snapshot()  # no cohorts: the cohort counters are not touched
+    state.count_admitted_in_cohorts = lambda *a: AdmissionState.count_admitted_in_cohorts(state, *a)  # type: ignore[arg-type]
     state.seen = lambda old, new: AdmissionState._admitted_elsewhere(state, old, new)  # type: ignore[arg-type]
     return state
 

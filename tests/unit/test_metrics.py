@@ -62,6 +62,16 @@ EXPECTED = {
     "kueue_cluster_queue_lending_limit": ("gauge", CQ_RESOURCE),
     "kueue_cluster_queue_weighted_share": ("gauge", ["cluster_queue", "cohort", "replica_role"]),
     "kueue_cohort_weighted_share": ("gauge", ["cohort", "replica_role"]),
+    "kueue_cohort_subtree_quota": ("gauge", ["cohort", "flavor", "resource", "replica_role"]),
+    "kueue_cohort_subtree_resource_reservations": ("gauge", ["cohort", "flavor", "resource", "replica_role"]),
+    "kueue_cohort_subtree_admitted_workloads_total": (
+        "counter",
+        ["cohort", "priority_class", "replica_role"],
+    ),
+    "kueue_cohort_subtree_admitted_active_workloads": ("gauge", ["cohort", "replica_role"]),
+    "kueue_cohort_info": ("gauge", ["cohort", "parent_cohort", "root_cohort", "replica_role"]),
+    "kueue_cluster_queue_info": ("gauge", ["cluster_queue", "parent_cohort", "root_cohort", "replica_role"]),
+    "kueue_workload_creation_latency_seconds": ("histogram", ["job_kind", "replica_role"]),
     "kueue_local_queue_pending_workloads": ("gauge", ["name", "namespace", "status", "replica_role"]),
     "kueue_local_queue_reserving_active_workloads": ("gauge", LQ),
     "kueue_local_queue_admitted_active_workloads": ("gauge", LQ),
@@ -88,6 +98,8 @@ EXPECTED = {
 # Kueue's generateExponentialBuckets(n): 1, then 2.5 doubling.
 BUCKETS_14 = [1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240]
 BUCKETS_16 = [*BUCKETS_14, 20480, 40960]
+# prometheus.ExponentialBuckets(0.01, 2, 11): kueue_workload_creation_latency_seconds.
+CREATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24]
 GO_DEF_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 
@@ -164,7 +176,9 @@ def test_histogram_buckets_are_upstreams(registry: CollectorRegistry, metrics: M
     metrics.admitted("cq", 1)
     metrics.admission_checks_wait("cq", 1)
     metrics.local_queue_admitted("ns", "lq", 1)
+    metrics.workload_created("Job", 0.3)
     assert bucket_bounds(registry, "kueue_admission_attempt_duration_seconds") == GO_DEF_BUCKETS
+    assert bucket_bounds(registry, "kueue_workload_creation_latency_seconds") == CREATION_BUCKETS
     assert bucket_bounds(registry, "kueue_quota_reserved_wait_time_seconds") == BUCKETS_14
     assert bucket_bounds(registry, "kueue_admission_checks_wait_time_seconds") == BUCKETS_14
     assert bucket_bounds(registry, "kueue_admission_wait_time_seconds") == BUCKETS_16
@@ -452,6 +466,7 @@ def fill_cluster_queue(metrics: Metrics, cq: str) -> None:
     metrics.evicted_once(cq, "Preempted")
     metrics.pods_ready_to_evicted(cq, 1, "Preempted")
     metrics.preempted(cq, "InClusterQueue")
+    metrics.report_cluster_queue_info(cq, "team", "team")
 
 
 def test_clear_cluster_queue_removes_all_its_series(registry: CollectorRegistry, metrics: Metrics):

@@ -12,6 +12,7 @@ from kube_runtime.events import EventRecorder
 from kueue_domain import api, features
 from kueue_domain.config import Configuration
 from worker_agent.engine import QueueManager, Scheduler, SchedulerConfig, Snapshot
+from worker_agent.engine.cohortstats import cluster_queue_ancestors
 
 Obj = dict[str, Any]
 
@@ -61,6 +62,16 @@ class AdmissionCore:
         # With blockAdmission: workloads admitted by the scheduler whose admission is not yet seen
         # in the cache; they block the next cycle as not-ready workloads do.
         self._admitting: set[str] = set()
+
+    def count_admitted_in_cohorts(self, wl: Obj, cq: str) -> None:
+        """kueue_cohort_subtree_admitted_workloads_total: a Workload admitted in `cq` counts in its
+        cohort and every ancestor, by the Workload's priority class."""
+        if self.metrics is None:
+            return
+        cohorts = [c.name for c in cluster_queue_ancestors(self.snapshot, cq)]
+        if cohorts:
+            priority_class = (wl.get("spec") or {}).get("priorityClassName") or ""
+            self.metrics.cohort_subtree_admitted(cohorts, priority_class)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)

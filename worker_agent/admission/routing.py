@@ -197,6 +197,7 @@ class EventRouting(WorkloadLookups):
         checks became Ready (the scheduler announces its own admissions)."""
         if self.metrics is not None:
             self.metrics.admitted(cq, wlstatus.seconds_since(wl["metadata"].get("creationTimestamp"), now))
+            self.count_admitted_in_cohorts(wl, cq)
         if self.recorder is not None:
             reserved = wlstatus.condition(wl, api.WORKLOAD_QUOTA_RESERVED) or {}
             wait = wlstatus.seconds_since(reserved.get("lastTransitionTime"), now)

@@ -85,6 +85,7 @@ class DecisionWrites(WorkloadLookups):
             if wlstatus.all_checks_ready(wl):
                 if self.metrics is not None:
                     self.metrics.admitted(cq, wait)
+                    self.count_admitted_in_cohorts(cached, cq)
                 await self.recorder.normal(
                     cached, api.EVENT_ADMITTED, "Admission", api.admitted_event_message(cq, 0)
                 )

@@ -20,7 +20,8 @@ from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from kueue_domain.resources import format_amount
 from worker_agent.admission import INDEX_CLUSTER_QUEUE, INDEX_PRIORITY_CLASS, AdmissionState
-from worker_agent.engine import dominant_resource_share
+from worker_agent.cohort_metrics import CohortMetrics
+from worker_agent.engine import ClusterQueue, dominant_resource_share
 
 log = structlog.get_logger("worker_agent.queues")
 
@@ -68,6 +69,27 @@ class QueueStatusControllers:
         self.state = state
         self.clock = clock or Clock()
         self.metrics = metrics
+        # Admitted quota holders per ClusterQueue, as last counted for its status.
+        self._admitted_counts: dict[str, int] = {}
+        self.cohort_metrics = CohortMetrics(metrics, self._admitted_count) if metrics is not None else None
+
+    def _admitted_count(self, cq: ClusterQueue) -> int:
+        count = self._admitted_counts.get(cq.name)
+        if count is None:
+            count = 0
+            for info in cq.workloads.values():
+                obj = self.state.workloads.get(info.key)
+                if obj is not None and wlstatus.is_admitted(obj):
+                    count += 1
+            self._admitted_counts[cq.name] = count
+        return count
+
+    def _cohort_metrics_for_cluster_queue(self, name: str) -> None:
+        if self.cohort_metrics is None:
+            return
+        if self.state.structure_dirty:
+            self.state.rebuild()
+        self.cohort_metrics.cluster_queue_changed(self.state.snapshot, name)
 
     # -- ClusterQueue ----------------------------------------------------------------------------
 
@@ -96,6 +118,7 @@ class QueueStatusControllers:
         if self.state.structure_dirty:
             self.state.rebuild()
         pending, active, inadmissible, reserving, admitted = self.cluster_queue_counts(name)
+        self._admitted_counts[name] = admitted
         reserved_usage: dict[tuple[str, str], int] = {}
         admitted_usage: dict[tuple[str, str], int] = {}
         for info in self._reserving(name):
@@ -164,8 +187,10 @@ class QueueStatusControllers:
     async def reconcile_cluster_queue(self, name: str) -> Result | None:
         cq = self.state.cluster_queues.get(name)
         if cq is None:
+            self._admitted_counts.pop(name, None)
             if self.metrics is not None:
                 self.metrics.clear_cluster_queue(name)
+            self._cohort_metrics_for_cluster_queue(name)
             return None
         if cq["metadata"].get("deletionTimestamp"):
             if not self._reserving(name) and await set_finalizer(
@@ -177,6 +202,7 @@ class QueueStatusControllers:
             # so nothing else would bring a new ClusterQueue back here for its Active condition.
             await set_finalizer(self.kube, api.CLUSTER_QUEUE, cq, api.FINALIZER_RESOURCE_IN_USE, present=True)
         status = self.cluster_queue_status(cq)
+        self._cohort_metrics_for_cluster_queue(name)
         try:
             await apply_status_if_changed(self.kube, api.CLUSTER_QUEUE, cq, status, FIELD_MANAGER_QUEUES)
         except NotFound:
@@ -186,12 +212,18 @@ class QueueStatusControllers:
     # -- Cohort ----------------------------------------------------------------------------------
 
     async def reconcile_cohort(self, name: str) -> Result | None:
-        """`status.fairSharing.weightedShare` of a Cohort object when fair sharing is on."""
+        """The cohort metrics of a Cohort object (and of its ancestors), and its
+        `status.fairSharing.weightedShare` when fair sharing is on."""
         cohort = self.state.cohorts.get(name)
-        if cohort is None or self.state.config.fair_sharing is None:
-            return None
         if self.state.structure_dirty:
             self.state.rebuild()
+        if self.cohort_metrics is not None:
+            if cohort is None:
+                self.cohort_metrics.cohort_deleted(self.state.snapshot, name)
+            else:
+                self.cohort_metrics.cohort_changed(self.state.snapshot, name)
+        if cohort is None or self.state.config.fair_sharing is None:
+            return None
         node = self.state.snapshot.cohorts.get(name)
         if node is None:
             return None

@@ -13,6 +13,7 @@ import structlog
 
 from kube_runtime.apply import set_finalizer
 from kube_runtime.client import ApiError, NotFound
+from kube_runtime.conditions import parse_time
 from kueue_domain import api
 from kueue_domain import workload as wlstatus
 from kueue_domain.resources import QuantityError, parse_quantity
@@ -70,6 +71,24 @@ def priority_for(
             "priority": int(pc.get("value") or 0),
         }, None
     return {"priority": 0}, None
+
+
+def record_creation_latency(metrics: Any, job: Obj, created: Obj) -> None:
+    """kueue_workload_creation_latency_seconds (MetricForWorkloadCreationLatency): the Workload we
+    just created (`created`, as the API server returned it) against its job's creationTimestamp,
+    by the job's kind. As upstream: only for a job at generation 1 or below (a job updated since
+    its creation would time the update, not the creation)."""
+    if metrics is None or not getattr(metrics, "workload_creation_latency", False):
+        return
+    meta = job.get("metadata") or {}
+    if int(meta.get("generation") or 0) > 1:
+        return
+    job_created = meta.get("creationTimestamp")
+    wl_created = (created.get("metadata") or {}).get("creationTimestamp")
+    if not job_created or not wl_created:
+        return
+    latency = (parse_time(wl_created) - parse_time(job_created)).total_seconds()
+    metrics.workload_created(job.get("kind") or "", latency)
 
 
 PRIORITY_SPEC_FIELDS = ("priorityClassName", "priorityClassSource", "priority")

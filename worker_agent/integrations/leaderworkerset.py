@@ -269,9 +269,12 @@ class LeaderWorkerSetIntegration:
             },
         )
         try:
-            await self.kube.create(api.WORKLOAD, body, namespace=meta["namespace"])
+            created = await self.kube.create(api.WORKLOAD, body, namespace=meta["namespace"])
         except Conflict:
             return
+        framework.record_creation_latency(
+            getattr(self.agent, "metrics", None), {**lws, "kind": LWS_KIND}, created
+        )
         if self.agent.recorder is not None:
             await self.agent.recorder.normal(
                 lws,

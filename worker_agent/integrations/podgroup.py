@@ -334,8 +334,13 @@ class PodGroupIntegration:
                 for p in pods
             ]
             body["metadata"]["labels"].pop(api.LABEL_JOB_UID, None)
-        with contextlib.suppress(Conflict):
-            await self.kube.create(api.WORKLOAD, body, namespace=namespace)
+        try:
+            created = await self.kube.create(api.WORKLOAD, body, namespace=namespace)
+        except Conflict:
+            return None
+        framework.record_creation_latency(
+            getattr(self.agent, "metrics", None), {**first, "kind": "Pod"}, created
+        )
         return None
 
     async def _ungate(self, wl: Obj, gated: list[Obj]) -> None:

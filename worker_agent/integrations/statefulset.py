@@ -167,8 +167,11 @@ class StatefulSetIntegration:
                 api.ANNOTATION_JOB_OWNER_NAME: sts["metadata"]["name"],
             },
         )
-        with contextlib.suppress(Conflict):
-            await self.kube.create(api.WORKLOAD, body, namespace=sts["metadata"]["namespace"])
+        try:
+            created = await self.kube.create(api.WORKLOAD, body, namespace=sts["metadata"]["namespace"])
+        except Conflict:
+            return
+        framework.record_creation_latency(getattr(self.agent, "metrics", None), {**sts, **KIND}, created)
 
     async def _adopt(self, wl: Obj, sts: Obj) -> None:
         """A Workload made beforehand (a MultiKueue manager's copy): owned by the StatefulSet, and

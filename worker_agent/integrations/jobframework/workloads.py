@@ -23,6 +23,7 @@ Obj = dict[str, Any]
 class WorkloadLookups(framework.WorkloadWrites):
     """Mixin of JobReconciler; uses its hooks (podsets, equivalent, stop, ...) and caches."""
 
+    agent: Any
     state: Any
     config: Any
     follows_gc_orphans: bool
@@ -155,9 +156,10 @@ class WorkloadLookups(framework.WorkloadWrites):
             return
         meta = body["metadata"]
         try:
-            await self.kube.create(api.WORKLOAD, body, namespace=meta["namespace"])
+            created = await self.kube.create(api.WORKLOAD, body, namespace=meta["namespace"])
         except Conflict:
             return  # already there; the informer has not seen it yet
+        framework.record_creation_latency(getattr(self.agent, "metrics", None), self.typed(obj), created)
         await self._event(
             obj,
             api.EVENT_CREATED_WORKLOAD,

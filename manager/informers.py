@@ -3,7 +3,7 @@ integration (multikueue-spec §3.0), built from the Configuration."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kube_runtime.client import KubeClient
@@ -13,7 +13,9 @@ from kueue_domain import api, features
 from kueue_domain.config import Configuration
 from manager.adapters import Adapter, JobAdapter
 from manager.adapters.jobset import JobSetAdapter
+from manager.adapters.kubeflow import KUBEFLOW_RESOURCES, KubeflowJobAdapter
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
+from manager.adapters.mpijob import MPIJobAdapter
 from manager.adapters.pod import INDEX_POD_GROUP, MANAGED_SELECTOR, PodAdapter
 from manager.adapters.pod import group_index as pod_group_index
 from manager.adapters.statefulset import StatefulSetAdapter
@@ -42,6 +44,8 @@ class ManagerInformers:
     profiles: Informer | None
     cluster_queues: Informer | None
     local_queues: Informer | None
+    # The Kubeflow kinds (training-operator's and MPIJob) enabled, by framework name.
+    kubeflow_jobs: dict[str, Informer] = field(default_factory=dict)
 
     def present(self) -> list[Informer]:
         """The informers this Configuration runs, in the order they start."""
@@ -60,6 +64,7 @@ class ManagerInformers:
             self.local_queues,
             self.pods,
             self.statefulsets,
+            *self.kubeflow_jobs.values(),
         )
         return [i for i in every if i is not None]
 
@@ -96,6 +101,11 @@ def build_informers(kube: KubeClient, config: Configuration, clock: Clock) -> Ma
         ),
         cluster_queues=informer(api.CLUSTER_QUEUE, quota_automation),
         local_queues=informer(api.LOCAL_QUEUE, quota_automation),
+        kubeflow_jobs={
+            name: Informer(kube, resource, clock=clock, transform=compact)
+            for name, resource in {**KUBEFLOW_RESOURCES, api.FRAMEWORK_MPI_JOB: api.MPI_JOB}.items()
+            if name in frameworks
+        },
     )
     informers.workloads.add_index(INDEX_GROUP, group_index)
     if informers.pods is not None:
@@ -118,4 +128,9 @@ def build_adapters(kube: KubeClient, informers: ManagerInformers, clock: Clock) 
         adapters[api.POD.gvk] = PodAdapter(kube, informers.pods)
     if informers.statefulsets is not None:
         adapters[api.STATEFUL_SET.gvk] = StatefulSetAdapter(informers.statefulsets)
+    for name, objects in informers.kubeflow_jobs.items():
+        if name == api.FRAMEWORK_MPI_JOB:
+            adapters[api.MPI_JOB.gvk] = MPIJobAdapter(kube, objects)
+        else:
+            adapters[objects.resource.gvk] = KubeflowJobAdapter(kube, objects, objects.resource)
     return adapters

@@ -5,6 +5,7 @@ Kueue v0.19.2 pkg/controller/jobs/kubeflow and pkg/controller/jobs/mpijob)."""
 
 from __future__ import annotations
 
+from kube_runtime.gofmt import go_quote
 from kube_runtime.resources import Resource
 
 KUBEFLOW_GROUP = "kubeflow.org"
@@ -67,3 +68,10 @@ KUBEFLOW_WEBHOOK_PATHS = {
     FRAMEWORK_JAX_JOB: (WEBHOOK_PATH_MUTATE_JAX_JOB, WEBHOOK_PATH_VALIDATE_JAX_JOB),
     FRAMEWORK_MPI_JOB: (WEBHOOK_PATH_MUTATE_MPI_JOB, WEBHOOK_PATH_VALIDATE_MPI_JOB),
 }
+
+
+def expecting_run_policy_managed_by_message(actual: str) -> str:
+    """The MPIJob adapter's IsJobManagedByKueue reason (the training-operator kinds' adapter says
+    `spec.managedBy`, as expecting_managed_by_message)."""
+    multikueue = go_quote("kueue.x-k8s.io/multikueue")
+    return f"Expecting spec.runPolicy.managedBy to be {multikueue} not {go_quote(actual)}"

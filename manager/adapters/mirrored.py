@@ -73,10 +73,10 @@ class MirroredStatusAdapter:
         obj = self.local_object(namespace, name)
         if obj is None:  # not in the cache yet (or being deleted): look again, do not reject
             raise self._missing(namespace, name)
-        managed_by = (obj.get("spec") or {}).get("managedBy") or ""
+        managed_by = self.managed_by(obj)
         if managed_by == api.MANAGED_BY_MULTIKUEUE:
             return True, ""
-        return False, api.expecting_managed_by_message(managed_by)
+        return False, self.not_managed_message(managed_by)
 
     async def sync_job(self, remote: RemoteClient, namespace: str, name: str, workload_name: str) -> bool:
         local = self.local_object(namespace, name)
@@ -110,12 +110,22 @@ class MirroredStatusAdapter:
         """The agent releases an evicted object's quota once no Job of it is active; with its worker
         copy gone or unreachable, nothing would ever lower the counts mirrored last."""
         local = self.local_object(namespace, name)
-        patch = zeroed_jobs_status_patch(local, self.jobs_status_field) if local is not None else None
+        patch = self.released_status_patch(local) if local is not None else None
         if local is None or patch is None:
             return
         meta = local["metadata"]
         with contextlib.suppress(NotFound):
             await self.local_kube.patch_status_merge(self.resource, meta["name"], patch, meta["namespace"])
+
+    def released_status_patch(self, local: Obj) -> Obj | None:
+        """The status patch of an object whose copy runs nowhere (None: nothing to lower)."""
+        return zeroed_jobs_status_patch(local, self.jobs_status_field)
+
+    def managed_by(self, obj: Obj) -> str:
+        return (obj.get("spec") or {}).get("managedBy") or ""
+
+    def not_managed_message(self, managed_by: str) -> str:
+        return api.expecting_managed_by_message(managed_by)
 
     async def _mirror_status(self, local: Obj, remote_status: Obj) -> None:
         patch = status_patch(local, remote_status)

@@ -1,6 +1,7 @@
-"""The Kubeflow kinds (training-operator v1 and MPIJob v2beta1) on the job framework and their
-webhooks, without a cluster: PodSets in upstream's order, run and stop under spec.runPolicy,
-finished, pods ready, active, priority class, managedBy and the webhooks' defaults."""
+"""The Kubeflow kinds (training-operator v1 and MPIJob v2beta1) on the job framework, their webhooks
+and their MultiKueue adapters, without a cluster: PodSets in upstream's order, run and stop under
+spec.runPolicy, finished, pods ready, active, priority class, managedBy, the webhooks' defaults, the
+worker's copy and the status mirror."""
 
 from __future__ import annotations
 
@@ -8,6 +9,14 @@ import pytest
 
 from kueue_domain import api
 from kueue_domain.config import parse_config
+from manager.adapters.kubeflow import (
+    KubeflowJobAdapter,
+    kubeflow_job_finished,
+    released_status_patch,
+    remote_kubeflow_copy,
+)
+from manager.adapters.mirrored import status_patch
+from manager.adapters.mpijob import MPIJobAdapter
 from worker_agent.integrations import kubeflow, mpijob
 from worker_agent.integrations.jobframework import templated
 from worker_agent.webhooks.common import Facts, Lookups
@@ -215,3 +224,65 @@ def test_a_prebuilt_workload_is_refused_for_jaxjobs_only():
     assert [e.detail for e in errors] == ['Is not supported for "kubeflow.org/v1, Kind=JAXJob"']
     tf = job(kubeflow.TF_JOB, {}, labels=labels)
     assert WEBHOOKS[api.FRAMEWORK_TF_JOB].validate_create(tf, CONFIG) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# MultiKueue adapters
+
+
+def test_the_worker_copy_has_no_managed_by_and_carries_the_origin_and_prebuilt_workload():
+    local = pytorch(managedBy=api.MULTIKUEUE_CONTROLLER_NAME, suspend=True)
+    local["metadata"].update(resourceVersion="7", labels={api.LABEL_QUEUE_NAME: "lq"})
+    copy_ = remote_kubeflow_copy(local, "pytorchjob-j-abcde", "origin-1")
+    assert copy_["spec"]["runPolicy"] == {"suspend": True}
+    assert copy_["spec"]["pytorchReplicaSpecs"] == local["spec"]["pytorchReplicaSpecs"]
+    assert copy_["metadata"]["labels"][api.LABEL_MULTIKUEUE_ORIGIN] == "origin-1"
+    assert copy_["metadata"]["labels"][api.LABEL_QUEUE_NAME] == "lq"
+    assert copy_["metadata"]["annotations"][api.ANNOTATION_PREBUILT_WORKLOAD_NAME] == "pytorchjob-j-abcde"
+    assert "resourceVersion" not in copy_["metadata"] and "uid" not in copy_["metadata"]
+    assert (copy_["apiVersion"], copy_["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
+    assert local["spec"]["runPolicy"]["managedBy"] == api.MULTIKUEUE_CONTROLLER_NAME  # left alone
+
+
+def test_the_whole_worker_status_is_mirrored_finished_and_released():
+    remote = {
+        "conditions": [{"type": "Succeeded", "status": "True", "message": "done"}],
+        "replicaStatuses": {"Master": {"succeeded": 1, "selector": "training.kubeflow.org/job-name=j"}},
+        "completionTime": "2026-12-02T17:00:00Z",
+    }
+    local = with_status(pytorch(), replicaStatuses={"Master": {"active": 1}, "Worker": {"active": 2}})
+    patch = status_patch(local, remote)
+    assert patch["status"]["conditions"] == remote["conditions"]
+    assert patch["status"]["replicaStatuses"]["Master"]["selector"] == "training.kubeflow.org/job-name=j"
+    assert status_patch(with_status(pytorch(), **remote), remote) is None
+    assert kubeflow_job_finished({"status": remote}) and not kubeflow_job_finished(local)
+    assert released_status_patch(local) == {
+        "status": {"replicaStatuses": {"Master": {"active": 0}, "Worker": {"active": 0}}}
+    }
+    assert released_status_patch(with_status(pytorch(), **remote)) is None
+
+
+class _Objects:
+    def __init__(self, *objs: dict) -> None:
+        self.by_key = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in objs}
+
+    def get(self, key: str) -> dict | None:
+        return self.by_key.get(key)
+
+
+def test_managed_by_multikueue_is_read_under_run_policy_with_each_kinds_reason():
+    objects = _Objects(pytorch(managedBy="kubeflow.org/training-operator"))
+    adapter = KubeflowJobAdapter(None, objects, api.PYTORCH_JOB)
+    assert adapter.is_managed(NS, "j") == (
+        False,
+        'Expecting spec.managedBy to be "kueue.x-k8s.io/multikueue" not "kubeflow.org/training-operator"',
+    )
+    mpi = job(mpijob.MPI_JOB, {}, managedBy="")
+    assert MPIJobAdapter(None, _Objects(mpi)).is_managed(NS, "j") == (
+        False,
+        'Expecting spec.runPolicy.managedBy to be "kueue.x-k8s.io/multikueue" not ""',
+    )
+    ours = _Objects(job(mpijob.MPI_JOB, {}, managedBy=api.MULTIKUEUE_CONTROLLER_NAME))
+    assert MPIJobAdapter(None, ours).is_managed(NS, "j") == (True, "")
+    cached = KubeflowJobAdapter.remote_cache_transform(pytorch())
+    assert "pytorchReplicaSpecs" not in cached["spec"] and "runPolicy" in cached["spec"]

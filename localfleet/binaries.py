@@ -414,7 +414,7 @@ class Builder:
                 ["go", "mod", "edit", f"-require={module}@{version}"],
                 cwd=wrapper,
             )
-        partial = out.with_name(out.name + ".partial")
+        partial = out.with_name(f"{out.name}.partial-{os.getpid()}")  # builds may race: each its own
         build = ["go", "build", "-trimpath", *(["-tags", tags] if tags else []), "-ldflags", ldflags]
         self.run(step, [*build, "-o", str(partial), package], cwd=wrapper)
         partial.rename(out)
@@ -570,7 +570,7 @@ class Builder:
         self.run(f"patch kueue {version}", ["patch", "-p1", "--forward", "-i", str(patch)], cwd=work)
         out = self.bins.path(LIFTED_KUEUE)
         out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
+        partial = out.with_name(f"{out.name}.partial-{os.getpid()}")  # builds may race: each its own
         ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}"
         self.run(
             f"build kueue {version} lifted",

@@ -88,6 +88,8 @@ SUPPORTED_FRAMEWORKS = frozenset(
         "kubeflow.org/paddlejob",
         "kubeflow.org/jaxjob",
         "kubeflow.org/mpijob",
+        "ray.io/rayjob",
+        "ray.io/raycluster",
         "deployment",
         "statefulset",
     }

@@ -272,6 +272,13 @@ GATES: dict[str, Gate] = {
             effect="granular QuotaReserved=False reasons (WaitingForQuota, NoMatchingFlavor, ...); "
             "off: Pending and Inadmissible",
         ),
+        Gate(
+            "ValidateRayAndSparkJobUpdates",
+            True,
+            BETA,
+            honoured=f"{_AGENT}: webhooks",
+            effect="a RayJob or RayCluster that had a queue name is validated on update",
+        ),
         Gate("VectorizedResourceRequests", True, BETA, effect="internal (no visible change)"),
         Gate(
             VISIBILITY_ON_DEMAND,

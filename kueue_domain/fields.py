@@ -81,12 +81,12 @@ def render_value(value: Any) -> str:
 @dataclass(frozen=True)
 class FieldError:
     path: str
-    kind: str  # "Invalid value", "Forbidden", "Required value"
+    kind: str  # "Invalid value", "Forbidden", "Required value", "Too many"
     detail: str
     value: Any = None
 
     def __str__(self) -> str:
-        if self.kind == "Invalid value":
+        if self.kind in ("Invalid value", "Too many"):
             body = f"{self.kind}: {render_value(self.value)}"
         else:
             body = self.kind

@@ -9,8 +9,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from localfleet.agnhost import write_pod_behaviour
 from localfleet.binaries import Binaries, crd_docs
 from localfleet.common import (
@@ -340,9 +338,7 @@ class ControlPlane:
                     docs = ours
                 names = [d["metadata"]["name"] for d in docs]
                 kubectl = self.kubectl(c)
-                kubectl.apply(
-                    yaml.safe_dump_all(docs if self.runs_upstream(c) else self.local_conversion(c, docs))
-                )
+                kubectl.apply(docs if self.runs_upstream(c) else self.local_conversion(c, docs))
                 kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
                 kubectl("create", "namespace", "kueue-system", check=False)
             except Exception as e:

@@ -22,6 +22,8 @@ AGENT_FRAMEWORKS = [
     "leaderworkerset.x-k8s.io/leaderworkerset",
     "jobset.x-k8s.io/jobset",
     "trainer.kubeflow.org/trainjob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
     "deployment",
     "statefulset",
 ]

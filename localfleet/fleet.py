@@ -116,6 +116,8 @@ class FleetUp(ControlPlane, OperatorSteps, OurProcesses, UpstreamKueue):
             for op in self.operators():
                 c.ports[f"{op.key}-webhook"] = free_port()
                 c.ports[f"{op.key}-health"] = free_port()
+                for extra in op.extra_ports:
+                    c.ports[f"{op.key}-{extra}"] = free_port()
         for c in self.clusters:
             self.cluster_certificates(c)
             if self.runs_lws(c):

@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-import yaml
-
 from localfleet.common import AGENT_NAMESPACE, FleetError
 
 # Every Kueue process's /metrics (ours and upstream's) is HTTPS and wants a bearer token allowed `get` on
@@ -155,8 +153,12 @@ class Kubectl:
         return res
 
     def apply(self, docs: list[dict] | str) -> list[str]:
-        """Server-side apply; returns kubectl's lines (`kind/name serverside-applied`)."""
-        text = docs if isinstance(docs, str) else yaml.safe_dump_all(docs)
+        """Server-side apply; returns kubectl's lines (`kind/name serverside-applied`). Objects go to
+        kubectl as one JSON List (dumping large ones, CRDs, as YAML took seconds)."""
+        if isinstance(docs, str):
+            text = docs
+        else:
+            text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)})
         res = self(
             "apply", "--server-side", "--force-conflicts", "--field-manager=localfleet", "-f", "-", input=text
         )

@@ -70,11 +70,13 @@ class OperatorSteps:
                 if config is not None:
                     cfg = write_file(c.dir / f"{op.key}-config.yaml", yaml.safe_dump(config), 0o644)
                 op.prepare(self.kubectl(c), c.dir)
+                for component, argv in op.companions(c.dir, c.ports):
+                    self.state.start(c.name, component, argv, env={"PYTHONPATH": str(REPO)})
                 self.state.start(
                     c.name,
                     op.binary,
                     [str(self.bins.path(op.binary)), *op.args(cfg, *ports)],
-                    env={"KUBECONFIG": str(c.dir / "admin.kubeconfig"), **op.env(c.dir)},
+                    env={"KUBECONFIG": str(c.dir / "admin.kubeconfig"), **op.process_env(c.dir, c.ports)},
                 )
         for c in workers:
             for op in ops:

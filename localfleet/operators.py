@@ -1,5 +1,6 @@
-"""Controllers of other projects that a fleet runs next to Kueue: LeaderWorkerSet, JobSet and
-Kubeflow Trainer (TrainJobs, which it runs as JobSets).
+"""Controllers of other projects that a fleet runs next to Kueue: LeaderWorkerSet, JobSet,
+Kubeflow Trainer (TrainJobs, which it runs as JobSets) and KubeRay's ray-operator (RayJobs,
+RayClusters, RayServices; with the Ray dashboard stand-in of localfleet.raydashboard).
 
 All are controller-runtime managers built from their Go modules, configured by a file of their own
 (webhook port and certificate directory, no leader election, no internal certificate management) and
@@ -10,6 +11,7 @@ does. One `Operator` describes each; `OperatorSteps` (localfleet.operator_steps)
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +40,8 @@ class Operator:
     # CRD files of its crd_dir that the fleet does not install (one that clashes with another
     # operator's CRD of the same name, for instance).
     crd_skip: tuple[str, ...] = ()
+    # Ports it needs beyond "<key>-webhook" and "<key>-health", allocated as "<key>-<name>".
+    extra_ports: tuple[str, ...] = ()
 
     def ldflags(self, version: str) -> str:
         if self.version_var is None:
@@ -51,6 +55,15 @@ class Operator:
     def env(self, cluster_dir: Path) -> dict[str, str]:
         """Environment its process needs beyond KUBECONFIG."""
         return {}
+
+    def process_env(self, cluster_dir: Path, ports: dict[str, int]) -> dict[str, str]:
+        """`env`, for an operator that needs its cluster's fleet ports too (`ports`: the cluster's)."""
+        return self.env(cluster_dir)
+
+    def companions(self, cluster_dir: Path, ports: dict[str, int]) -> list[tuple[str, list[str]]]:
+        """Fleet components that run next to it on each cluster it runs on, started before it:
+        (component name, argv); none by default."""
+        return []
 
     def args(self, config_file: Path | None, webhook_port: int, health_port: int, cert_dir: str) -> list[str]:
         """Its command-line flags (after the binary); `config_file` is what `config` returned, written."""
@@ -161,4 +174,54 @@ TRAINER = TrainerOperator(
     requires="jobset",
 )
 
-OPERATORS = (LWS, JOBSET, TRAINER)
+
+@dataclass(frozen=True)
+class RayOperator(Operator):
+    """KubeRay's ray-operator takes flags, not a Configuration file, and serves no webhooks (it would
+    only with ENABLE_WEBHOOKS=true). It binds two ports: metrics (its default :8080 would clash
+    between fleets) on the port the fleet allocates as "<key>-webhook", health on "<key>-health".
+    Its Ray dashboard client speaks plain HTTP to each head Service's DNS name, and Go's client
+    sends that through HTTP_PROXY: the fleet points it at the dashboard stand-in
+    (localfleet.raydashboard) of the cluster, port "<key>-dashboard"."""
+
+    extra_ports: tuple[str, ...] = ("dashboard",)
+
+    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> None:
+        return None
+
+    def args(self, config_file: Path | None, webhook_port: int, health_port: int, cert_dir: str) -> list[str]:
+        return [
+            f"--metrics-addr=127.0.0.1:{webhook_port}",
+            f"--health-probe-bind-address=127.0.0.1:{health_port}",
+            "--enable-leader-election=false",
+            "--log-stdout-encoder=console",
+        ]
+
+    def process_env(self, cluster_dir: Path, ports: dict[str, int]) -> dict[str, str]:
+        proxy = f"http://127.0.0.1:{ports[f'{self.key}-dashboard']}"
+        # Loopback (the apiserver) is never proxied by Go; NO_PROXY says so for any other client.
+        return {"HTTP_PROXY": proxy, "http_proxy": proxy, "NO_PROXY": "127.0.0.1,localhost"}
+
+    def companions(self, cluster_dir: Path, ports: dict[str, int]) -> list[tuple[str, list[str]]]:
+        port = ports[f"{self.key}-dashboard"]
+        return [("ray-dashboard", [sys.executable, "-m", "localfleet.raydashboard", f"--port={port}"])]
+
+
+RAY = RayOperator(
+    key="ray",
+    title="KubeRay",
+    version_key="KUBERAY_VERSION",
+    module="github.com/ray-project/kuberay/ray-operator",
+    package="github.com/ray-project/kuberay/ray-operator",  # main.go at the module's root
+    binary="ray-operator",
+    crd_dir="config/crd/bases",
+    webhooks=None,
+    config_api="",
+    namespace="ray-system",
+    pod_label="ray.io/cluster",  # it has no pod webhook
+    version_var=None,
+    # RayCronJob is behind a feature gate that is off; Kueue does not integrate it.
+    crd_skip=("ray.io_raycronjobs.yaml",),
+)
+
+OPERATORS = (LWS, JOBSET, TRAINER, RAY)

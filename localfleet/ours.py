@@ -61,10 +61,11 @@ class OurProcesses:
         port = c.ports.setdefault("agent-webhook", free_port())
         out = []
         for crd in crds:
-            crd = copy.deepcopy(crd)
-            webhook = (crd["spec"].get("conversion") or {}).get("webhook")
-            if webhook is not None:
-                webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{CONVERT_PATH}"}
+            if (crd["spec"].get("conversion") or {}).get("webhook") is not None:  # only those are copied
+                crd = copy.deepcopy(crd)
+                crd["spec"]["conversion"]["webhook"]["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{port}{CONVERT_PATH}"
+                }
             out.append(crd)
         return out
 

@@ -18,6 +18,8 @@ from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
 from manager.adapters.mpijob import MPIJobAdapter
 from manager.adapters.pod import INDEX_POD_GROUP, MANAGED_SELECTOR, PodAdapter
 from manager.adapters.pod import group_index as pod_group_index
+from manager.adapters.raycluster import RayClusterAdapter
+from manager.adapters.rayjob import RayJobAdapter
 from manager.adapters.statefulset import StatefulSetAdapter
 from manager.adapters.trainjob import TrainJobAdapter
 from manager.config import feature_enabled
@@ -26,6 +28,12 @@ from manager.quota_automation import INDEX_CLUSTER_QUEUE, lq_cluster_queue_index
 
 Obj = dict[str, Any]
 LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
+# Kinds whose adapter is a MirroredStatusAdapter over one informer of the kind, by framework name:
+# each gets its informer and adapter when its integration is enabled.
+MIRRORED_KINDS: dict[str, type[Any]] = {
+    api.FRAMEWORK_RAY_JOB: RayJobAdapter,
+    api.FRAMEWORK_RAY_CLUSTER: RayClusterAdapter,
+}
 
 
 @dataclass
@@ -46,6 +54,8 @@ class ManagerInformers:
     local_queues: Informer | None
     # The Kubeflow kinds (training-operator's and MPIJob) enabled, by framework name.
     kubeflow_jobs: dict[str, Informer] = field(default_factory=dict)
+    # The enabled MIRRORED_KINDS' informers, by framework name.
+    mirrored: dict[str, Informer] = field(default_factory=dict)
 
     def present(self) -> list[Informer]:
         """The informers this Configuration runs, in the order they start."""
@@ -65,6 +75,7 @@ class ManagerInformers:
             self.pods,
             self.statefulsets,
             *self.kubeflow_jobs.values(),
+            *self.mirrored.values(),
         )
         return [i for i in every if i is not None]
 
@@ -107,6 +118,11 @@ def build_informers(kube: KubeClient, config: Configuration, clock: Clock) -> Ma
             if name in frameworks
         },
     )
+    informers.mirrored = {
+        name: Informer(kube, adapter.resource, clock=clock, transform=compact)
+        for name, adapter in MIRRORED_KINDS.items()
+        if name in frameworks
+    }
     informers.workloads.add_index(INDEX_GROUP, group_index)
     if informers.pods is not None:
         informers.pods.add_index(INDEX_POD_GROUP, pod_group_index)
@@ -133,4 +149,6 @@ def build_adapters(kube: KubeClient, informers: ManagerInformers, clock: Clock) 
             adapters[api.MPI_JOB.gvk] = MPIJobAdapter(kube, objects)
         else:
             adapters[objects.resource.gvk] = KubeflowJobAdapter(kube, objects, objects.resource)
+    for name, informer in informers.mirrored.items():
+        adapters[informer.resource.gvk] = MIRRORED_KINDS[name](kube, informer)
     return adapters

@@ -282,12 +282,12 @@ class Manager(ShellProcess):
 
     async def _defer_missing_apis(self) -> None:
         """An enabled integration whose kind the manager cluster does not serve (its CRD not
-        installed: LeaderWorkerSet, JobSet, TrainJob, the Kubeflow kinds) or a ClusterProfile API
+        installed: LeaderWorkerSet, JobSet, TrainJob, the Kubeflow and Ray kinds) or a ClusterProfile API
         that is absent must not hold the manager back: its informer starts once the kind is
         served, as upstream defers a job framework whose API is missing. Until then no object of
         that kind can exist here."""
         optional = (self.leaderworkersets, self.jobsets, self.trainjobs, self.profiles)
-        optional += tuple(self.caches.kubeflow_jobs.values())
+        optional += (*self.caches.kubeflow_jobs.values(), *self.caches.mirrored.values())
         for informer in [i for i in optional if i is not None]:
             resource = informer.resource
             try:

@@ -131,6 +131,8 @@ def finished_state(resource: api.Resource, obj: Obj) -> bool:
         )
     if resource == api.POD:
         return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    if resource == api.RAY_JOB:  # no conditions: its jobDeploymentStatus says
+        return (obj.get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed")
     return _end_condition(resource, obj) is not None
 
 

@@ -87,6 +87,8 @@ JOB_SET_CONDITION_COMPLETED = "Completed"
 JOB_SET_CONDITION_FAILED = "Failed"
 JOB_SET_LABEL_NAME = "jobset.sigs.k8s.io/jobset-name"
 FRAMEWORK_TRAIN_JOB = "trainer.kubeflow.org/trainjob"
+FRAMEWORK_RAY_JOB = "ray.io/rayjob"
+FRAMEWORK_RAY_CLUSTER = "ray.io/raycluster"
 
 # TrainJob (Kubeflow Trainer v2): its controller's managedBy value, condition types, the label naming a
 # runtime's replicated Job's role and the trainer container's name (pkg/constants), and the manager

@@ -1,5 +1,5 @@
 """Kueue's group and kinds, and the kinds of the job frameworks it integrates (LeaderWorkerSet,
-JobSet, Kubeflow Trainer) and of SIG Multicluster's ClusterProfile.
+JobSet, Kubeflow Trainer, KubeRay) and of SIG Multicluster's ClusterProfile.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ TRAINING_RUNTIME = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntime
 CLUSTER_TRAINING_RUNTIME = Resource(
     "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False
 )
+# KubeRay (github.com/ray-project/kuberay/ray-operator apis/ray/v1).
+RAY_JOB = Resource("ray.io", "v1", "rayjobs", "RayJob", True)
+RAY_CLUSTER = Resource("ray.io", "v1", "rayclusters", "RayCluster", True)
 CLUSTER_PROFILE = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile", True)
 
 KUEUE_RESOURCES = (

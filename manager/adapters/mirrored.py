@@ -7,6 +7,7 @@ when it is finished, its per-Job status list and the spec fields its worker cach
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import TYPE_CHECKING, Any
 
 from kube_runtime.client import KubeClient, NotFound
@@ -20,6 +21,7 @@ from manager.adapters.base import (
     owned_by,
     remote_object,
     remote_or_finished_gone,
+    set_multikueue_meta,
 )
 from manager.adapters.job import merge_patch
 
@@ -44,6 +46,28 @@ def zeroed_jobs_status_patch(local: Obj, field: str) -> Obj | None:
     if not any(int(s.get("active") or 0) or int(s.get("ready") or 0) for s in statuses):
         return None
     return {"status": {field: [{**s, "active": 0, "ready": 0} for s in statuses]}}
+
+
+def spec_copy(resource: api.Resource, local: Obj, workload_name: str, origin: str) -> Obj:
+    """What is created on the worker for a kind copied as it is (CloneObjectMetaForCreation + the
+    whole spec, managedBy cleared so that the worker's own controller runs it), with the origin
+    label and the prebuilt Workload name."""
+    meta = local["metadata"]
+    spec = copy.deepcopy(local.get("spec") or {})
+    spec.pop("managedBy", None)
+    obj: Obj = {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": dict(meta.get("annotations") or {}),
+        },
+        "spec": spec,
+    }
+    set_multikueue_meta(obj, workload_name, origin)
+    return obj
 
 
 class MirroredStatusAdapter:

@@ -28,6 +28,8 @@ INTEGRATIONS = {
     "kubeflow.org/paddlejob": "worker_agent.integrations.kubeflow:PaddleJobIntegration",
     "kubeflow.org/jaxjob": "worker_agent.integrations.kubeflow:JAXJobIntegration",
     "kubeflow.org/mpijob": "worker_agent.integrations.mpijob:MPIJobIntegration",
+    "ray.io/rayjob": "worker_agent.integrations.rayjob:RayJobIntegration",
+    "ray.io/raycluster": "worker_agent.integrations.raycluster:RayClusterIntegration",
     "deployment": "worker_agent.integrations.deployment:DeploymentIntegration",
     "statefulset": "worker_agent.integrations.statefulset:StatefulSetIntegration",
 }

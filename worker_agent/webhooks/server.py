@@ -39,6 +39,7 @@ from worker_agent.webhooks import (
     kubeflow,
     leaderworkerset,
     pod,
+    ray,
     statefulset,
     trainjob,
 )
@@ -58,6 +59,8 @@ JOB_WEBHOOKS: dict[str, JobWebhook] = {
     api.FRAMEWORK_JOB_SET: jobset.WEBHOOK,
     api.FRAMEWORK_TRAIN_JOB: trainjob.WEBHOOK,
     **kubeflow.WEBHOOKS,
+    api.FRAMEWORK_RAY_JOB: ray.RAY_JOB_WEBHOOK,
+    api.FRAMEWORK_RAY_CLUSTER: ray.RAY_CLUSTER_WEBHOOK,
 }
 API_TIMEOUT_SECONDS = 5.0
 START_RETRY_SECONDS = 5.0
@@ -75,6 +78,9 @@ OWNER_RESOURCES = {
     api.FRAMEWORK_PADDLE_JOB: (api.PADDLE_JOB,),
     api.FRAMEWORK_JAX_JOB: (api.JAX_JOB,),
     api.FRAMEWORK_MPI_JOB: (api.MPI_JOB, api.JOB),  # pods -> the launcher Job -> MPIJob; or the workers
+    # pods -> RayCluster -> RayJob; the submitter pod -> its Job -> RayJob
+    api.FRAMEWORK_RAY_JOB: (api.RAY_JOB, api.RAY_CLUSTER, api.JOB),
+    api.FRAMEWORK_RAY_CLUSTER: (api.RAY_CLUSTER,),
 }
 
 
@@ -120,6 +126,10 @@ HOOKS: dict[str, Hook] = {
     api.WEBHOOK_PATH_VALIDATE_TRAIN_JOB: Hook(api.FRAMEWORK_TRAIN_JOB, False, ("CREATE", "UPDATE")),
     **{m: Hook(f, True, ("CREATE",)) for f, (m, _) in api.KUBEFLOW_WEBHOOK_PATHS.items()},
     **{v: Hook(f, False, ("CREATE", "UPDATE")) for f, (_, v) in api.KUBEFLOW_WEBHOOK_PATHS.items()},
+    api.WEBHOOK_PATH_MUTATE_RAY_JOB: Hook(api.FRAMEWORK_RAY_JOB, True, ("CREATE",)),
+    api.WEBHOOK_PATH_VALIDATE_RAY_JOB: Hook(api.FRAMEWORK_RAY_JOB, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_RAY_CLUSTER: Hook(api.FRAMEWORK_RAY_CLUSTER, True, ("CREATE",)),
+    api.WEBHOOK_PATH_VALIDATE_RAY_CLUSTER: Hook(api.FRAMEWORK_RAY_CLUSTER, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, True, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_VALIDATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_STATEFUL_SET: Hook(api.FRAMEWORK_STATEFULSET, True, ("CREATE", "UPDATE")),

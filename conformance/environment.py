@@ -43,7 +43,10 @@ CLUSTER_ENV = {"manager": "MANAGER_KIND_CLUSTER_NAME", "worker1": "WORKER1_KIND_
 OPERATOR_DEPLOYMENTS = {
     "lws": ("lws-system", "lws-controller-manager"),
     "jobset": ("jobset-system", "jobset-controller-manager"),
+    "ray": ("default", "kuberay-operator"),  # upstream's e2e setup installs it in `default`
 }
+# The image the suites give Ray pods; kwok runs none (the Ray dashboard is a fleet stand-in).
+KUBERAY_RAY_IMAGE = "rayproject/ray:2.41.0"
 
 
 def context_name(cluster: str) -> str:
@@ -72,7 +75,11 @@ def server_env_key(cluster: str) -> str:
 
 def suite_env(servers: dict[str, str], kubeconfig_path: str) -> dict[str, str]:
     """The environment of a suite's test binary (on top of this process's)."""
-    env = {"KUBECONFIG": kubeconfig_path, "E2E_TEST_AGNHOST_IMAGE": AGNHOST_IMAGE}
+    env = {
+        "KUBECONFIG": kubeconfig_path,
+        "E2E_TEST_AGNHOST_IMAGE": AGNHOST_IMAGE,
+        "KUBERAY_RAY_IMAGE": KUBERAY_RAY_IMAGE,
+    }
     for cluster, var in CLUSTER_ENV.items():
         env[var] = cluster
     for cluster, server in servers.items():

@@ -66,7 +66,13 @@ def prepare(state: State, out: Path, cluster_profile_crd: Path, bridge: RestartB
     kubeconfig = out / "kind.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(envmod.kind_kubeconfig(admin)))
     kubeconfig.chmod(0o600)
-    operators = [k for k, on in (("lws", True), ("jobset", state.data["options"].get("jobset"))) if on]
+    options = state.data["options"]
+    left_out = set(options.get("leftOut") or ())
+    operators = [
+        k
+        for k, on in (("lws", True), ("jobset", options.get("jobset")), ("ray", "ray" not in left_out))
+        if on
+    ]
     for name, c in clusters.items():
         kubectl = Kubectl(bins.path("kubectl"), c["kubeconfig"])
         agent = c.get("agent") or {}

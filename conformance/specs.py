@@ -19,7 +19,8 @@ DRA = "DynamicResourceAllocation (ResourceClaimTemplates in Workloads) is not im
 APPWRAPPER = "AppWrapper is not an integration of ours (no AppWrapper controller in the fleet)"
 KUBEFLOW_V1 = "Kubeflow v1 jobs (training-operator) are not an integration of ours"
 MPIJOB = "MPIJob (mpi-operator) is not an integration of ours"
-RAY = "KubeRay kinds are not an integration of ours"
+WORKLOAD_SLICES = "ElasticJobsViaWorkloadSlices (workload slices, elastic jobs) is not implemented"
+RAY_SERVICE = "RayService is not an integration of ours yet (docs/ray.md)"
 DOCKER = "the spec edits kind's node through `docker exec`: the fleet runs no containers"
 CLUSTER_PROFILE_PLUGIN = "the spec runs a ClusterProfile credentials plugin from a container image"
 ORCHESTRATED_PREEMPTION = "MultiKueueOrchestratedPreemption (alpha gate) is not implemented"
@@ -81,10 +82,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("extended", "Should run a kubeflow PyTorchJob on worker if admitted", KUBEFLOW_V1),
     Spec("extended", "Should run a MPIJob on worker if admitted", MPIJOB),
     Spec("extended", "Should run a TrainJob on worker if admitted"),
-    Spec("extended", "Should run a RayJob on worker if admitted", RAY),
-    Spec("extended", "Should run a RayCluster on worker if admitted", RAY),
-    Spec("extended", "Should scale an elastic RayCluster on worker if admitted", RAY),
-    Spec("extended", "Should run a RayService on worker if admitted", RAY),
+    Spec("extended", "Should run a RayJob on worker if admitted"),
+    Spec("extended", "Should run a RayCluster on worker if admitted"),
+    Spec("extended", "Should scale an elastic RayCluster on worker if admitted", WORKLOAD_SLICES),
+    Spec("extended", "Should run a RayService on worker if admitted", RAY_SERVICE),
     Spec("sequential", "Should run a job on worker if admitted"),
     Spec("sequential", "Should update the cluster status to reflect the connection state", DOCKER),
     Spec("sequential", "uses ClusterProfile as way to connect worker cluster"),
@@ -98,7 +99,7 @@ SPECS: tuple[Spec, ...] = (
 
 # The ginkgo labels of the extended suite's operators: its BeforeSuite waits for each operator whose
 # label the filter lets through, so the ones we do not run are filtered out by label as well as by name.
-EXTENDED_LABEL_FILTER = "!feature:appwrapper && !feature:pytorchjob && !feature:mpijob && !feature:kuberay"
+EXTENDED_LABEL_FILTER = "!feature:appwrapper && !feature:pytorchjob && !feature:mpijob"
 
 
 def of_suite(suite: str, specs: tuple[Spec, ...] = SPECS) -> list[Spec]:

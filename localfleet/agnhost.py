@@ -10,6 +10,8 @@ pod by exec'ing `curl http://<pod IP>:8080/exit?code=N` in it. A conformance fle
   below: `/readyz` and `/healthz` answer "ok"; `/exit?code=N` annotates the pod whose IP the URL
   names with EXIT_CODE_ANNOTATION, and kwok then ends it with that exit code (stage
   `agnhost-exit-on-request`: Succeeded for 0, Failed otherwise);
+- KubeRay's submitter pod (first container `ray-job-submitter`) succeeds about a second after it
+  is Ready, its `ray job submit` answered by the Ray dashboard stand-in (localfleet/raydashboard.py);
 - every other running pod runs until it is deleted (there is no `pod-complete` stage);
 - a pod that stands for processes of the fleet becomes Ready only when the harness says they are
   (`ready_stages`).
@@ -26,6 +28,7 @@ import yaml
 
 EXIT_CODE_ANNOTATION = "kueue-federation.dev/exit-code"
 EXIT_FAST_ARG = "entrypoint-tester"
+RAY_SUBMITTER_CONTAINER = "ray-job-submitter"
 # A pod that stands for processes of the fleet (conformance/environment.py) becomes Ready only once it
 # also carries PROCESSES_READY_ANNOTATION, which the conformance harness sets when those processes
 # answer /readyz: so the Deployment it belongs to is Available only while they are.
@@ -85,12 +88,15 @@ def _terminated_next(exit_code: str, container_reason: str, reason: str, phase: 
     return {"patches": [{"subresource": "status", "root": "status", "type": "merge", "template": template}]}
 
 
-def exit_fast_stage() -> dict:
-    """A Running, Ready pod of agnhost's `entrypoint-tester` succeeds about a second later."""
+def exit_fast_stage(
+    name: str = "agnhost-exit-fast", key: str = ".spec.containers.[0].args.[0]", value: str = EXIT_FAST_ARG
+) -> dict:
+    """A Running, Ready pod of agnhost's `entrypoint-tester` (by default; else whose `key` is
+    `value`) succeeds about a second later."""
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "Stage",
-        "metadata": {"name": "agnhost-exit-fast"},
+        "metadata": {"name": name},
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
             "selector": {
@@ -101,13 +107,20 @@ def exit_fast_stage() -> dict:
                         "operator": "In",
                         "values": ["True"],
                     },
-                    {"key": ".spec.containers.[0].args.[0]", "operator": "In", "values": [EXIT_FAST_ARG]},
+                    {"key": key, "operator": "In", "values": [value]},
                 ]
             },
             "delay": {"durationMilliseconds": 1000},
             "next": _terminated_next("0", "Completed", "PodCompleted", "Succeeded"),
         },
     }
+
+
+def ray_submitter_stage() -> dict:
+    """KubeRay's submitter pod (its first container `ray-job-submitter` runs `ray job submit`, which
+    the Ray dashboard stand-in, localfleet/raydashboard.py, takes as done) succeeds about a second
+    after it is Ready, as it would once the Ray job it follows ended."""
+    return exit_fast_stage("ray-submitter-exit", ".spec.containers.[0].name", RAY_SUBMITTER_CONTAINER)
 
 
 def exit_on_request_stage() -> dict:
@@ -240,6 +253,7 @@ def write_pod_behaviour(
         ("pod-ready", plain_ready),
         ("stand-in-ready", stand_in_ready),
         ("exit-fast", exit_fast_stage()),
+        ("ray-submitter-exit", ray_submitter_stage()),
         ("exit-on-request", exit_on_request_stage()),
         ("exec", cluster_exec(shim_dir, kubeconfig, kubectl)),
     ):

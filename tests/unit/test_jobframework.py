@@ -17,6 +17,8 @@ from worker_agent.integrations.kubeflow import (
     XGBoostJobIntegration,
 )
 from worker_agent.integrations.mpijob import MPIJobIntegration
+from worker_agent.integrations.raycluster import RayClusterIntegration
+from worker_agent.integrations.rayjob import RayJobIntegration
 from worker_agent.integrations.trainjob import TrainJobIntegration
 from worker_agent.webhooks.server import JOB_WEBHOOKS
 
@@ -28,7 +30,14 @@ KUBEFLOW_KINDS = (
     JAXJobIntegration,
     MPIJobIntegration,
 )
-KINDS = (JobIntegration, JobSetIntegration, TrainJobIntegration, *KUBEFLOW_KINDS)
+KINDS = (
+    JobIntegration,
+    JobSetIntegration,
+    TrainJobIntegration,
+    *KUBEFLOW_KINDS,
+    RayJobIntegration,
+    RayClusterIntegration,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,6 +52,8 @@ KINDS = (JobIntegration, JobSetIntegration, TrainJobIntegration, *KUBEFLOW_KINDS
         (PaddleJobIntegration, "paddlejob", "paddlejobs", "paddlejob"),
         (JAXJobIntegration, "jaxjob", "jaxjobs", "jaxjob"),
         (MPIJobIntegration, "mpijob", "mpijobs", "mpijob"),
+        (RayJobIntegration, "rayjob", "rayjobs", "rayJob"),
+        (RayClusterIntegration, "raycluster", "rayclusters", "rayCluster"),
     ],
 )
 def test_each_kind_keeps_its_controller_informer_and_index_names(kind, controller, informer, prefix):

@@ -878,8 +878,32 @@ def test_jobset_runs_beside_lws_with_its_own_ports_certificates_and_pod_selector
     config = JOBSET.config(29443, 29444, "/certs")
     assert config["apiVersion"] == "config.jobset.x-k8s.io/v1alpha1"
     assert config["webhook"] == {"port": 29443, "host": "127.0.0.1", "certDir": "/certs"}
-    assert [op.key for op in _fleet_up(tmp_path).operators()] == ["lws", "jobset", "trainer"]
-    assert [op.key for op in _fleet_up(tmp_path, jobset=False).operators()] == ["lws"]
+    from localfleet.operators import OPERATORS
+
+    every = [op.key for op in OPERATORS]
+    assert every[:3] == ["lws", "jobset", "trainer"]
+    assert [op.key for op in _fleet_up(tmp_path).operators()] == every
+    without = [op.key for op in _fleet_up(tmp_path, jobset=False).operators()]
+    assert without == [k for k in every if k not in ("jobset", "trainer")]
+
+
+def test_ray_operator_takes_flags_fleet_ports_and_reaches_the_dashboard_stand_in(tmp_path):
+    """KubeRay's ray-operator takes no Configuration file: metrics and health on fleet ports (its
+    default :8080 would clash between fleets), no leader election; its Ray dashboard client goes
+    through HTTP_PROXY to the cluster's dashboard stand-in, a fleet component started beside it;
+    `up --no-operator ray` leaves it out."""
+    from localfleet.operators import RAY
+
+    assert RAY.config(29443, 29444, "/certs") is None
+    args = RAY.args(None, 29443, 29444, "/certs")
+    assert "--metrics-addr=127.0.0.1:29443" in args and "--health-probe-bind-address=127.0.0.1:29444" in args
+    assert "--enable-leader-election=false" in args
+    ports = {"ray-dashboard": 29445}
+    assert RAY.process_env(tmp_path, ports)["HTTP_PROXY"] == "http://127.0.0.1:29445"
+    [(component, argv)] = RAY.companions(tmp_path, ports)
+    assert component == "ray-dashboard" and argv[1:] == ["-m", "localfleet.raydashboard", "--port=29445"]
+    assert RAY.webhooks is None and RAY.crd_skip == ("ray.io_raycronjobs.yaml",)
+    assert "ray" not in [op.key for op in _fleet_up(tmp_path, left_out=frozenset({"ray"})).operators()]
 
 
 def test_trainer_runs_with_its_own_config_shape_tmpdir_and_needs_jobset(tmp_path):
@@ -901,8 +925,14 @@ def test_trainer_runs_with_its_own_config_shape_tmpdir_and_needs_jobset(tmp_path
     assert TRAINER.env(tmp_path) == {"TMPDIR": str(tmp_path / "trainer-tmp")}
     assert TRAINER.cert_dir(tmp_path) == tmp_path / "trainer-tmp" / "k8s-webhook-server" / "serving-certs"
     assert TRAINER.ldflags("v2.2.1") == "-s -w"
-    assert [op.key for op in _fleet_up(tmp_path, trainer=False).operators()] == ["lws", "jobset"]
-    assert [op.key for op in _fleet_up(tmp_path, jobset=False, trainer=True).operators()] == ["lws"]
+    from localfleet.operators import OPERATORS
+
+    every = [op.key for op in OPERATORS]
+    assert [op.key for op in _fleet_up(tmp_path, trainer=False).operators()] == [
+        k for k in every if k != "trainer"
+    ]
+    both = [op.key for op in _fleet_up(tmp_path, jobset=False, trainer=True).operators()]
+    assert both == [k for k in every if k not in ("jobset", "trainer")]
 
 
 def test_a_conformance_fleet_runs_pods_on_the_manager_and_turns_on_upstreams_e2e_gates(tmp_path):

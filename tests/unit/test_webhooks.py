@@ -612,6 +612,8 @@ def test_localfleet_points_our_webhooks_at_the_local_agent(tmp_path):
         "leaderworkerset.x-k8s.io/leaderworkerset",
         "jobset.x-k8s.io/jobset",
         "trainer.kubeflow.org/trainjob",
+        "ray.io/rayjob",
+        "ray.io/raycluster",
         "deployment",
         "statefulset",
     }

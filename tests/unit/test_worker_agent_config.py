@@ -219,9 +219,10 @@ def test_invalid_values_name_the_field(data, expected):
 
 
 def test_frameworks_we_do_not_implement_are_accepted_with_a_warning():
-    cfg = parse_config({"integrations": {"frameworks": ["batch/job", "ray.io/rayjob"], "podOptions": {}}})
-    assert cfg.frameworks == ("batch/job", "ray.io/rayjob")
-    assert any("ray.io/rayjob" in w for w in cfg.warnings)
+    spark = "sparkoperator.k8s.io/sparkapplication"
+    cfg = parse_config({"integrations": {"frameworks": ["batch/job", spark], "podOptions": {}}})
+    assert cfg.frameworks == ("batch/job", spark)
+    assert any(spark in w for w in cfg.warnings)
     assert any("podOptions is deprecated" in w for w in cfg.warnings)
 
 

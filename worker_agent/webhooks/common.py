@@ -33,6 +33,8 @@ FRAMEWORK_KINDS = {
     api.FRAMEWORK_PADDLE_JOB: (api.PADDLE_JOB.group, api.PADDLE_JOB.kind),
     api.FRAMEWORK_JAX_JOB: (api.JAX_JOB.group, api.JAX_JOB.kind),
     api.FRAMEWORK_MPI_JOB: (api.MPI_JOB.group, api.MPI_JOB.kind),
+    api.FRAMEWORK_RAY_JOB: (api.RAY_JOB.group, api.RAY_JOB.kind),
+    api.FRAMEWORK_RAY_CLUSTER: (api.RAY_CLUSTER.group, api.RAY_CLUSTER.kind),
 }
 QUEUE_NAME_PATH = LABELS.key(api.LABEL_QUEUE_NAME)
 PRIORITY_CLASS_PATH = LABELS.key(api.LABEL_PRIORITY_CLASS)

@@ -423,6 +423,14 @@ def _multikueue_config(schema: Obj, columns: list[Obj]) -> None:
     }
 
 
+def _provisioning_request_config(schema: Obj, columns: list[Obj]) -> None:
+    spec = _props(schema, "spec")
+    spec["properties"]["provisioningClassName"]["minLength"] = 1
+    selector = spec["properties"]["podSetUpdates"]["properties"]["nodeSelector"]
+    selector["x-kubernetes-list-type"] = "map"
+    selector["x-kubernetes-list-map-keys"] = ["key"]
+
+
 def _unchanged(schema: Obj, columns: list[Obj]) -> None:
     return None
 
@@ -435,6 +443,7 @@ TO_V1BETA2: dict[str, Callable[[Obj, list[Obj]], None]] = {
     "AdmissionCheck": _admission_check,
     "MultiKueueCluster": _multikueue_cluster,
     "MultiKueueConfig": _multikueue_config,
+    "ProvisioningRequestConfig": _provisioning_request_config,
     "ResourceFlavor": _unchanged,
     "WorkloadPriorityClass": _unchanged,
 }

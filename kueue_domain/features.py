@@ -58,6 +58,7 @@ MULTIKUEUE_INCREMENTAL_DISPATCHER_RESPECT_CONFIG_ORDER = "MultiKueueIncrementalD
 MULTIKUEUE_MANAGER_QUOTA_AUTOMATION = "MultiKueueManagerQuotaAutomation"
 SCHEDULING_EQUIVALENCE_HASHING = "SchedulingEquivalenceHashing"
 LWS_IMMUTABLE_GROUP_SIZE = "LWSImmutableGroupSize"
+CLEANUP_PROVISIONING_REQUESTS_ON_EVICTION = "CleanupProvisioningRequestsOnEviction"
 SCHEDULER_LONG_REQUEUE_INTERVAL = "SchedulerLongRequeueInterval"
 ASSIGN_QUEUE_LABELS_FOR_PODS = "AssignQueueLabelsForPods"
 FAIR_SHARING_PRIORITIZE_NON_BORROWING = "FairSharingPrioritizeNonBorrowing"
@@ -86,7 +87,13 @@ GATES: dict[str, Gate] = {
             honoured=f"{_AGENT}: job start",
             effect="kueue.x-k8s.io/local-queue-name and cluster-queue-name labels on the pods Kueue starts",
         ),
-        Gate("CleanupProvisioningRequestsOnEviction", True, BETA, behaviour=ABSENT),
+        Gate(
+            CLEANUP_PROVISIONING_REQUESTS_ON_EVICTION,
+            True,
+            BETA,
+            honoured=f"{_AGENT}: the provisioning-request admission check",
+            effect="an evicted Workload's ProvisioningRequests are deleted",
+        ),
         Gate("ConcurrentAdmission", False, ALPHA, behaviour=ABSENT),
         Gate("CustomMetricLabels", False, ALPHA, behaviour=ABSENT),
         Gate("DeferRayServiceFinalizationForRedisCleanup", True, BETA, behaviour=ABSENT),

@@ -75,6 +75,15 @@ class Binaries:
         )
 
     @property
+    def autoscaler_dir(self) -> Path:
+        """cluster-autoscaler's API module: only its ProvisioningRequest CRD (no binary)."""
+        return CACHE / "bin" / f"autoscaler-apis-{self.versions['AUTOSCALER_APIS_VERSION']}"
+
+    @property
+    def provisioning_request_crds(self) -> list[Path]:
+        return sorted((self.autoscaler_dir / "crds").glob("*.yaml"))
+
+    @property
     def lws_dir(self) -> Path:
         return self.operator_dir(LWS)
 
@@ -161,9 +170,11 @@ class Binaries:
             all(p.is_file() for p in needed)
             and self.kwok_stages_current()
             and all(self.operator_present(op) for op in OPERATORS)
+            and bool(self.provisioning_request_crds)
         )
 
 
+AUTOSCALER_APIS_MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
 K8S_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
 KEEP_RUNNING_ANNOTATION = "kueue-federation.dev/keep-running"
 
@@ -292,6 +303,8 @@ class Builder:
         for op in OPERATORS:
             if force or not self.bins.operator_present(op):
                 todo.append(lambda op=op: self.build_operator(op))
+        if force or not self.bins.provisioning_request_crds:
+            todo.append(self.fetch_provisioning_request_crd)
         if upstream_kueue and (force or not self.bins.upstream_kueue_present()):
             todo.append(self.build_upstream_kueue)
         if upstream_kueue_lifted and (force or not self.bins.path(LIFTED_KUEUE).is_file()):
@@ -471,6 +484,20 @@ class Builder:
                 shutil.copyfile(crd, d / "crds" / crd.name)
         if op.webhooks is not None:
             shutil.copyfile(src / op.webhooks, d / "webhooks.yaml")
+
+    def fetch_provisioning_request_crd(self) -> None:
+        """cluster-autoscaler's ProvisioningRequest CRD from its API module (what upstream Kueue's
+        tests install; no cluster-autoscaler runs: localfleet/autoscaler_standin.py answers)."""
+        version = self.v["AUTOSCALER_APIS_VERSION"]
+        src = self.module_dir(f"{AUTOSCALER_APIS_MODULE}@{version}") / "config" / "crd"
+        d = self.bins.autoscaler_dir / "crds"
+        d.mkdir(parents=True, exist_ok=True)
+        crds = sorted(src.glob("autoscaling.x-k8s.io_provisioningrequests.yaml"))
+        if not crds:
+            raise FleetError(f"{AUTOSCALER_APIS_MODULE}@{version}: no ProvisioningRequest CRD in {src}")
+        for crd in crds:
+            shutil.copyfile(crd, d / crd.name)
+            (d / crd.name).chmod(0o644)
 
     def build_lws(self) -> None:
         self.build_operator(LWS)

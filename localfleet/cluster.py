@@ -326,14 +326,16 @@ class ControlPlane:
         titles = ", ".join(op.title for op in self.operators())
         self.step(f"installing {titles}{' and Kueue' if self.opts.kueue_crds else ''} CRDs")
         kueue = sorted(OUR_CRDS.glob("*.yaml")) if self.opts.kueue_crds else []
-        ours = crd_docs([*self.operator_crds(), *kueue])
+        # cluster-autoscaler's ProvisioningRequest CRD everywhere (the provisioning-request check).
+        others = [*self.operator_crds(), *self.bins.provisioning_request_crds]
+        ours = crd_docs([*others, *kueue])
         threads = []
         errors: list[Exception] = []
 
         def install(c: ClusterPlan) -> None:
             try:
                 if self.runs_upstream(c):
-                    docs = crd_docs(self.operator_crds()) + self.upstream_crds(c)
+                    docs = crd_docs(others) + self.upstream_crds(c)
                 else:
                     docs = ours
                 names = [d["metadata"]["name"] for d in docs]

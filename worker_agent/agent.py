@@ -24,6 +24,7 @@ from kueue_domain.bootstrap import process_shell
 from kueue_domain.config import Configuration
 from kueue_domain.metrics import ClientRequestsCollector
 from worker_agent.admission import AdmissionState, on_spec_change
+from worker_agent.controllers.provisioning import ProvisioningController
 from worker_agent.controllers.queues import WORKLOAD_EVENT_BATCH_SECONDS, QueueStatusControllers
 from worker_agent.controllers.workload import WorkloadController
 from worker_agent.integrations import setup_integrations
@@ -81,6 +82,8 @@ class Agent(ShellProcess):
             tuple[Resource, list[Informer], list[Controller], Callable[[], Any] | None]
         ] = []
         self.integrations = setup_integrations(self)
+        # The kueue.x-k8s.io/provisioning-request admission check (waits for the autoscaler's CRD).
+        self.provisioning = ProvisioningController(self)
         # After the integrations: the webhooks reuse their Job and LWS caches.
         self.certificates = make_certificates(self)
         self.webhook_server = setup_webhooks(self)

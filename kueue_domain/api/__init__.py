@@ -9,6 +9,7 @@ condition types, reasons, messages, event reasons, field managers and metric nam
 | `conditions` | ClusterQueue, LocalQueue and Workload condition types, reasons and messages |
 | `events` | event reasons and messages, the job reconciler's stop messages, field managers |
 | `multikueue` | MultiKueue's names, conditions, messages, events, metrics and defaults |
+| `provisioning` | the provisioning-request admission check, its config, the autoscaler's requests |
 | `scheduler` | the admission engine's requeue reasons and inadmissible messages |
 | `webhooks` | admission webhook names and paths, validation messages |
 | `kubeflow` | the training-operator's and MPI Operator's kinds, framework names, conditions, webhook paths |
@@ -28,6 +29,7 @@ from kueue_domain.api.events import *  # noqa: F403
 from kueue_domain.api.kubeflow import *  # noqa: F403
 from kueue_domain.api.labels import *  # noqa: F403
 from kueue_domain.api.multikueue import *  # noqa: F403
+from kueue_domain.api.provisioning import *  # noqa: F403
 from kueue_domain.api.resources import *  # noqa: F403
 from kueue_domain.api.scheduler import *  # noqa: F403
 from kueue_domain.api.webhooks import *  # noqa: F403

@@ -20,6 +20,9 @@ WORKLOAD_PRIORITY_CLASS = Resource(GROUP, VERSION, "workloadpriorityclasses", "W
 ADMISSION_CHECK = Resource(GROUP, VERSION, "admissionchecks", "AdmissionCheck", False)
 MULTIKUEUE_CONFIG = Resource(GROUP, VERSION, "multikueueconfigs", "MultiKueueConfig", False)
 MULTIKUEUE_CLUSTER = Resource(GROUP, VERSION, "multikueueclusters", "MultiKueueCluster", False)
+PROVISIONING_REQUEST_CONFIG = Resource(
+    GROUP, VERSION, "provisioningrequestconfigs", "ProvisioningRequestConfig", False
+)
 # MultiKueueConfig read as v1beta2, the only version with `spec.quotaManagement` (v1beta1 drops it).
 MULTIKUEUE_CONFIG_V1BETA2 = Resource(GROUP, "v1beta2", "multikueueconfigs", "MultiKueueConfig", False)
 
@@ -47,6 +50,7 @@ KUEUE_RESOURCES = (
     ADMISSION_CHECK,
     MULTIKUEUE_CONFIG,
     MULTIKUEUE_CLUSTER,
+    PROVISIONING_REQUEST_CONFIG,
 )
 
 # Names of our CustomResourceDefinitions (`<plural>.<group>`); they convert through the agent's

@@ -135,6 +135,17 @@ V1BETA1_OBJECTS: dict[str, dict[str, Any]] = {
         "metadata": meta("c"),
         "spec": {"clusters": ["worker1", "worker2"]},
     },
+    "ProvisioningRequestConfig": {
+        "apiVersion": V1,
+        "kind": "ProvisioningRequestConfig",
+        "metadata": meta("prc"),
+        "spec": {
+            "provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+            "parameters": {"a": "b"},
+            "managedResources": ["nvidia.com/gpu"],
+            "retryStrategy": {"backoffLimitCount": 1, "backoffBaseSeconds": 5, "backoffMaxSeconds": 60},
+        },
+    },
     "ResourceFlavor": {
         "apiVersion": V1,
         "kind": "ResourceFlavor",

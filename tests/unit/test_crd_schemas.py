@@ -32,6 +32,13 @@ NAMES = {
     "AdmissionCheck": ("admissionchecks", "admissioncheck", "Cluster", ["ac"], True),
     "MultiKueueConfig": ("multikueueconfigs", "multikueueconfig", "Cluster", ["mkconf"], False),
     "MultiKueueCluster": ("multikueueclusters", "multikueuecluster", "Cluster", ["mkc"], True),
+    "ProvisioningRequestConfig": (
+        "provisioningrequestconfigs",
+        "provisioningrequestconfig",
+        "Cluster",
+        ["prc"],
+        False,
+    ),
 }
 
 # kind -> [(name, type, jsonPath, priority)]; no entry means kubectl's default NAME AGE.
@@ -67,6 +74,7 @@ HEADERS = {
     "Cohort": (["NAME", "AGE"], ["NAME", "AGE"]),
     "AdmissionCheck": (["NAME", "AGE"], ["NAME", "AGE"]),
     "MultiKueueConfig": (["NAME", "AGE"], ["NAME", "AGE"]),
+    "ProvisioningRequestConfig": (["NAME", "AGE"], ["NAME", "AGE"]),
     "ClusterQueue": (
         ["NAME", "COHORT", "PENDING WORKLOADS"],
         ["NAME", "COHORT", "STRATEGY", "PENDING WORKLOADS", "ADMITTED WORKLOADS"],

@@ -59,6 +59,20 @@ def cluster_queue_active_state(
     if len(multikueue) > 1:
         reasons.append(api.CQ_REASON_MULTIPLE_MULTIKUEUE_ADMISSION_CHECKS)
         clauses.append(api.cq_clause_multiple_multikueue_checks(multikueue))
+    provisioning = sorted(
+        n
+        for n in names
+        if n in checks
+        and (checks[n].get("spec") or {}).get("controllerName") == api.PROVISIONING_REQUEST_CONTROLLER_NAME
+    )
+    if multikueue and provisioning:
+        # Upstream: provisioning requests are not for a MultiKueue manager's ClusterQueue.
+        reasons.append(api.CQ_REASON_MULTIKUEUE_WITH_PROVISIONING_REQUEST)
+        clauses.append(
+            api.cq_clause_multikueue_with_provisioning_request(
+                ",".join(sorted(multikueue)), ",".join(provisioning)
+            )
+        )
     if not reasons:
         return True, api.CQ_REASON_READY, api.CQ_MSG_READY
     return False, reasons[0], api.cq_inactive_message(clauses)

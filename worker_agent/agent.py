@@ -79,7 +79,7 @@ class Agent(ShellProcess):
         self._on_leading: list[Callable[[], Any]] = []
         # Integrations whose kind may not be served (yet): registered once it is (_defer_missing_apis).
         self._deferrable: list[
-            tuple[Resource, list[Informer], list[Controller], Callable[[], Any] | None]
+            tuple[Resource | tuple[Resource, ...], list[Informer], list[Controller], Callable[[], Any] | None]
         ] = []
         self.integrations = setup_integrations(self)
         # The kueue.x-k8s.io/provisioning-request admission check (waits for the autoscaler's CRD).
@@ -120,13 +120,13 @@ class Agent(ShellProcess):
         informers: Iterable[Informer] = (),
         controllers: Iterable[Controller] = (),
         on_leading: Callable[[], Any] | None = None,
-        requires: Resource | None = None,
+        requires: Resource | tuple[Resource, ...] | None = None,
     ) -> None:
         """For integrations: informers run on every replica, controllers only on the leader;
         `on_leading` runs once leadership is acquired (e.g. to enqueue every object). With `requires`
         (the integration's own kind), all of it waits until the server serves that kind: a cluster
         without the JobSet CRD runs every other integration, as upstream defers a framework whose
-        API is missing."""
+        API is missing (several kinds: all of them)."""
         if requires is not None:
             self._deferrable.append((requires, list(informers), list(controllers), on_leading))
             return
@@ -139,12 +139,14 @@ class Agent(ShellProcess):
         """Before the informers start: an integration whose kind is not served waits for it in the
         background (polling with a backoff); the others join the agent now."""
         for requires, informers, controllers, on_leading in self._deferrable:
-            if await self.kube.serves(requires):
+            kinds = requires if isinstance(requires, tuple) else (requires,)
+            missing = [r for r in kinds if not await self.kube.serves(r)]
+            if not missing:
                 self.register(informers, controllers, on_leading)
                 continue
             log.info(
                 "No matching API in the server for job framework, deferring setting up controller",
-                gvk=f"{requires.group}/{requires.version}, Kind={requires.kind}",
+                gvk=f"{missing[0].group}/{missing[0].version}, Kind={missing[0].kind}",
             )
             self.shell.spawn(
                 self._when_served(requires, informers, controllers, on_leading),
@@ -154,13 +156,14 @@ class Agent(ShellProcess):
 
     async def _when_served(
         self,
-        requires: Resource,
+        requires: Resource | tuple[Resource, ...],
         informers: list[Informer],
         controllers: list[Controller],
         on_leading: Callable[[], Any] | None,
     ) -> None:
-        await wait_until_served(self.kube, requires, self.clock)
-        log.info("API now available, starting controller", gvk=f"{requires.group}/{requires.version}")
+        for kind in requires if isinstance(requires, tuple) else (requires,):
+            await wait_until_served(self.kube, kind, self.clock)
+            log.info("API now available, starting controller", gvk=f"{kind.group}/{kind.version}")
         self.register(informers, controllers, on_leading)
         for informer in informers:
             informer.start()

@@ -65,6 +65,14 @@ async def prov_env(kube, cluster):
     return cluster
 
 
+async def create_check(cluster, check: str, prc: str) -> None:
+    ref = {"apiGroup": api.GROUP, "kind": "ProvisioningRequestConfig", "name": prc}
+    spec = {"controllerName": api.PROVISIONING_REQUEST_CONTROLLER_NAME, "parameters": ref}
+    await cluster.create(
+        {"apiVersion": api.API_VERSION, "kind": "AdmissionCheck", "metadata": {"name": check}, "spec": spec}
+    )
+
+
 async def setup_queue(
     cluster, retry: dict | None = None, managed: list[str] | None = None
 ) -> tuple[str, str]:
@@ -87,17 +95,7 @@ async def setup_queue(
     )
     cluster.cleanup.add(api.PROVISIONING_REQUEST_CONFIG, prc)
     check = unique("prov")
-    await cluster.create(
-        {
-            "apiVersion": api.API_VERSION,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": check},
-            "spec": {
-                "controllerName": api.PROVISIONING_REQUEST_CONTROLLER_NAME,
-                "parameters": {"apiGroup": api.GROUP, "kind": "ProvisioningRequestConfig", "name": prc},
-            },
-        }
-    )
+    await create_check(cluster, check, prc)
     flavor, cq = unique("rf"), unique("cq")
     await cluster.create(resource_flavor(flavor, node_labels={"pool": "gpus"}))
     await cluster.create(cluster_queue(cq, {flavor: {"cpu": "8"}}, admission_checks=[check]))
@@ -197,28 +195,46 @@ async def test_failed_request_is_retried_then_rejected(kube, prov_env):
         wl = await eventually(lambda: job_workload(cluster, job))
         name = wl["metadata"]["name"]
 
-        async def rejected():
-            state = check_state(await cluster.wl(name), check)
-            return state if state.get("state") == "Rejected" else None
+        # Rejected deactivates the Workload (the eviction then resets the check to Pending).
+        async def deactivated():
+            current = await cluster.wl(name)
+            evicted = condition(current, api.WORKLOAD_EVICTED) or {}
+            return current if evicted.get("reason") == "DeactivatedDueToAdmissionCheck" else None
 
-        state = await eventually(rejected, timeout=60)
-        assert state["message"] == standin_mod.DEFAULT_FAILURE_MESSAGE
-        assert int(state.get("retryCount") or 0) == 1
+        current = await eventually(deactivated, timeout=60)
+        assert current["spec"]["active"] is False
+        assert condition(current, api.WORKLOAD_EVICTED)["message"] == (
+            f'The workload is deactivated due to AdmissionCheck in Rejected state: "{check}" '
+            f"({standin_mod.DEFAULT_FAILURE_MESSAGE})"
+        )
+        assert int(check_state(current, check).get("retryCount") or 0) == 1
         failed = [a for a in s.answered if a.endswith(" Failed")]
         assert failed == [
             f"{cluster.namespace}/{name}-{check}-1 Failed",
             f"{cluster.namespace}/{name}-{check}-2 Failed",
         ]
-        evicted = (await cluster.wl(name))["status"]["schedulingStats"]["evictions"]
-        assert {"reason": "AdmissionCheck", "count": 1, "underlyingCause": ""} in evicted
+        evictions = current["status"]["schedulingStats"]["evictions"]
+        assert {"reason": "AdmissionCheck", "count": 1, "underlyingCause": ""} in evictions
+        # The check was Retry, then Rejected: the events say so (the controller's later
+        # AdmissionCheckUpdated events join the first one's series, as client-go's do).
+        expected = {
+            (
+                "AdmissionCheckUpdated",
+                f"Admission check {check} updated state from Pending to Retry with message: "
+                f"Retrying after failure: {standin_mod.DEFAULT_FAILURE_MESSAGE}",
+            ),
+            (
+                "AdmissionCheckRejected",
+                f"Deactivating workload because AdmissionCheck for {check} was Rejected: "
+                f"{standin_mod.DEFAULT_FAILURE_MESSAGE}",
+            ),
+        }
 
-        async def deactivated():
-            current = await cluster.wl(name)
-            return current if current["spec"].get("active") is False else None
+        async def transitions():
+            items, _ = await kube.list(api.EVENT, namespace=cluster.namespace)
+            return expected <= {(e.get("reason"), e.get("note")) for e in items}
 
-        current = await eventually(deactivated)
-        evicted_cond = condition(current, api.WORKLOAD_EVICTED) or {}
-        assert evicted_cond.get("status") == "True"
+        await eventually(transitions)
         # Deactivated: the last request goes too.
         await eventually(lambda: _no_requests(cluster))
         await asyncio.sleep(1)
@@ -241,17 +257,7 @@ async def test_no_request_when_no_podset_uses_a_managed_resource(kube, prov_env)
 async def test_bad_parameters_and_multikueue_next_to_provisioning(kube, prov_env):
     cluster = prov_env
     check, prc = unique("prov"), unique("prc")
-    await cluster.create(
-        {
-            "apiVersion": api.API_VERSION,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": check},
-            "spec": {
-                "controllerName": api.PROVISIONING_REQUEST_CONTROLLER_NAME,
-                "parameters": {"apiGroup": api.GROUP, "kind": "ProvisioningRequestConfig", "name": prc},
-            },
-        }
-    )
+    await create_check(cluster, check, prc)
     mk = unique("mk")
     await cluster.active_admission_check(mk, controller=api.MULTIKUEUE_CONTROLLER_NAME)
     flavor, cq = unique("rf"), unique("cq")

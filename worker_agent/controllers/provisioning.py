@@ -72,7 +72,7 @@ class ProvisioningController:
             [self.requests, self.configs],
             [self.workload_ctl, self.check_ctl],
             on_leading=self._enqueue_all,
-            requires=api.PROVISIONING_REQUEST,
+            requires=(api.PROVISIONING_REQUEST, api.PROVISIONING_REQUEST_CONFIG),
         )
 
     # -- what triggers a reconcile -----------------------------------------------------------

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TEST_FLEET_DIR ?= /dev/shm/kueue-federation-test-fleet
 
 .PHONY: help venv build build-helm build-promtool up sample-lws down status env test test-unit test-cluster lint format clean bench-engine conformance \
-	bench-engine-upstream bench-federation bench-compare bench-scale diff-upstream chaos
+	bench-engine-upstream bench-federation bench-compare bench-scale diff-upstream chaos image
 
 help:
 	@echo "make up      start the local fleet (manager + 2 workers) on 127.0.0.1 with our worker_agent on"
@@ -18,6 +18,8 @@ help:
 	@echo "make down    stop it"
 	@echo "make test    unit, integration and e2e tests (builds binaries, starts and stops a test fleet)"
 	@echo "make lint    ruff"
+	@echo "make image   our image from the Dockerfile (docker, or buildah as root) into build/image/kueue-federation.tar;"
+	@echo "             \`hack/localfleet.py load-image build/image/kueue-federation.tar\` puts it on a fleet's real nodes"
 	@echo "make build-helm  the helm CLI into the binary cache (deploy/helm's chart; docs/helm.md)"
 	@echo "make build-promtool  promtool into the binary cache: tests then check the alert rules (docs/metrics.md)"
 	@echo "make bench-engine           end-to-end admission benchmark of the worker_agent (BENCH_ARGS=--scale 0.1)"
@@ -53,6 +55,10 @@ build-helm: venv
 # `promtool check rules` and `promtool test rules` (a cold build takes over 10 minutes: not in make test).
 build-promtool: venv
 	$(PY) hack/localfleet.py build --promtool
+
+# Our image from the Dockerfile, without Docker when there is none (docs/local-fleet.md, Our image).
+image:
+	bash hack/build-image.sh
 
 up: build
 	$(PY) hack/localfleet.py up --agents --manager --setup-multikueue --dispatcher LeastLoaded

@@ -18,6 +18,16 @@ echo "== helm"
 $PY hack/localfleet.py build --helm
 export KF_REQUIRE_HELM=1
 
+# Real nodes (tests/e2e/test_real_nodes_e2e.py; docs/local-fleet.md, Real nodes): Debian's containerd, runc,
+# CNI plugins and busybox, and buildah + mmdebstrap for our image, installed when missing (CI runs as
+# root); then kubelet and the node images into the binary cache. Not root: the real-node tests fail
+# saying so, unless KF_SKIP_REAL_NODES=1 is set.
+echo "== real nodes"
+if [ "${KF_SKIP_REAL_NODES:-}" != 1 ] && [ "$(id -u)" = 0 ]; then
+  bash hack/install-real-node-packages.sh
+  $PY hack/localfleet.py build --real-nodes
+fi
+
 echo "== unit tests"
 $PY -m pytest tests/unit -q -p no:cacheprovider
 

@@ -76,9 +76,10 @@ from localfleet.processes import (
     fleet_is_running,
     pid_is_ours,
     rss_mib,
-    stop_processes,
+    stop_fleet,
     supervised_status,
 )
+from localfleet.realnodes import build_node_binaries, check_host, load_image, status_lines
 from localfleet.upstream import upstream_kueue_clusters, upstream_kueue_config
 
 
@@ -101,6 +102,9 @@ def cmd_build(args: argparse.Namespace) -> None:
         promtool=args.promtool,
         upstream_kueue_lifted=args.upstream_kueue_lifted,
     )
+    if args.real_nodes:
+        check_host()
+        build_node_binaries(Binaries(read_versions()))
 
 
 def _checked_up_args(args: argparse.Namespace) -> tuple[str, ...]:
@@ -165,6 +169,7 @@ def _fleet_options(args: argparse.Namespace, upstream: tuple[str, ...]) -> Fleet
         left_out=frozenset(args.no_operator),
         kueue_crds=not args.no_kueue_crds,
         conformance=args.conformance,
+        real_nodes=args.real_nodes,
     )
 
 
@@ -175,6 +180,12 @@ def cmd_up(args: argparse.Namespace) -> None:
     opts = _fleet_options(args, upstream)
     if opts.conformance and opts.light_workers:
         raise FleetError("--conformance needs pods on every cluster: drop --light-workers")
+    if opts.real_nodes:
+        if opts.light_workers or opts.workers == 0:
+            raise FleetError(
+                "--real-nodes runs nodes on workers that run pods: drop --light-workers, add workers"
+            )
+        check_host()
     existing = State.load(opts.run_dir)
     if existing and existing.data.get("status") == "up" and fleet_is_running(existing):
         log(f"a fleet is already up in {opts.run_dir}; `down` first to start a new one")
@@ -191,7 +202,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     except BaseException:
         log(f"fleet start failed; logs are in {opts.run_dir}/<cluster>/<component>.log")
         if not args.keep_on_failure:
-            stop_processes(fleet.state.data["processes"])
+            stop_fleet(fleet.state)
             fleet.state.data["status"] = "failed"
             fleet.state.save()
         raise
@@ -217,6 +228,11 @@ def cmd_down(args: argparse.Namespace) -> None:
         return
     stopped = down(run_dir)
     log(f"stopped {stopped} processes and removed {run_dir}")
+
+
+def cmd_load_image(args: argparse.Namespace) -> None:
+    nodes = load_image(load_running_state(Path(args.dir)), Path(args.file))
+    log(f"imported {args.file} into {', '.join(nodes)}")
 
 
 def load_running_state(run_dir: Path) -> State:
@@ -283,6 +299,11 @@ def cmd_status(args: argparse.Namespace) -> None:
         print(f"    {'COMPONENT':<24} {'PID':<8} {'STATE':<9} {'RESTARTS':<9} {'LAST EXIT':<34} RSS")
         for p in procs:
             print(process_line(state, c, p, pids[id(p)]))
+    bins = Binaries(state.data.get("versions") or read_versions())
+    for line in status_lines(
+        state, lambda name: Kubectl(bins.path("kubectl"), state.cluster(name)["kubeconfig"])
+    ):
+        print(line)
 
 
 def process_line(state: State, c: dict, p: dict, pid: int | None) -> str:
@@ -369,6 +390,11 @@ def _add_build_parser(sub: Any) -> None:
         "--helm",
         action="store_true",
         help="also the helm CLI (HELM_VERSION), for the Helm chart's tests (deploy/helm; docs/helm.md)",
+    )
+    b.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="also kubelet, the pause image and the busybox test image (what `up --real-nodes N` runs; root)",
     )
     b.add_argument(
         "--promtool",
@@ -517,6 +543,15 @@ def _add_up_cluster_flags(u: argparse.ArgumentParser) -> None:
         help="the kube-apiservers serve /debug/pprof (off by default): "
         "kubectl get --raw '/debug/pprof/profile?seconds=30' > cpu.pprof; go tool pprof -top cpu.pprof",
     )
+    u.add_argument(
+        "--real-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N real nodes per worker: containerd (Debian's, with runc and CNI plugins) and a kubelet "
+        "built from the Kubernetes module; tainted and labelled kueue-federation.dev/real-node=true, so only "
+        "pods that ask run real containers there (root; docs/local-fleet.md, Real nodes)",
+    )
     u.add_argument("--keep-on-failure", action="store_true", help="leave processes running if start fails")
 
 
@@ -541,6 +576,11 @@ def _add_fleet_parsers(sub: Any) -> None:
     )
     s.add_argument("--timeout", type=float, default=SAMPLE_LWS_TIMEOUT, help="seconds to wait (default 180)")
     sub.add_parser("env", help="print shell exports for the running fleet")
+    li = sub.add_parser(
+        "load-image",
+        help="import an image tar (`make image`'s build/image/kueue-federation.tar) into every real node",
+    )
+    li.add_argument("file")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -572,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         "env": cmd_env,
         "setup-multikueue": cmd_setup_multikueue,
         "sample-lws": cmd_sample_lws,
+        "load-image": cmd_load_image,
     }
     try:
         handlers[args.command](args)

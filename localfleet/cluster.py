@@ -79,6 +79,8 @@ class FleetOptions:
     # fake nodes, the LWS and JobSet controllers), and pods behave like upstream's e2e image
     # (localfleet/agnhost.py).
     conformance: bool = False
+    # Real nodes per worker (`up --real-nodes N`): containerd + kubelet each (localfleet.realnodes).
+    real_nodes: int = 0
 
 
 @dataclass
@@ -233,6 +235,7 @@ class ControlPlane:
                     # ConfigMaps bypass the watch cache, so compacting etcd makes a stale watch get 410 Gone
                     # deterministically (tests of informer re-list use ConfigMaps).
                     "--watch-cache-sizes=configmaps#0",
+                    *self.apiserver_kubelet_flags(c),
                     "--v=1",
                 ],
             )

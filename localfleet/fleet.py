@@ -24,6 +24,7 @@ from localfleet.pki import (
 )
 from localfleet.ports import free_port
 from localfleet.processes import State
+from localfleet.realnodes import RealNodes
 from localfleet.upstream import UpstreamKueue
 
 # Identity the federation manager uses on each worker (client-certificate user, bound by RBAC).
@@ -31,7 +32,7 @@ MULTIKUEUE_USER = "kueue-federation:multikueue-manager"
 MULTIKUEUE_ROLE_FILE = REPO / "deploy" / "rbac" / "multikueue-worker-clusterrole.yaml"
 
 
-class FleetUp(ControlPlane, OperatorSteps, OurProcesses, UpstreamKueue):
+class FleetUp(ControlPlane, OperatorSteps, OurProcesses, UpstreamKueue, RealNodes):
     def __init__(self, opts: FleetOptions, bins: Binaries) -> None:
         self.opts = opts
         self.bins = bins
@@ -75,9 +76,11 @@ class FleetUp(ControlPlane, OperatorSteps, OurProcesses, UpstreamKueue):
             "trainer": self.opts.trainer,
             "leftOut": sorted(self.opts.left_out),
             "conformance": self.opts.conformance,
+            "realNodes": self.opts.real_nodes,
         }
         self.state.save()
         self.make_pki()
+        self.prepare_real_nodes()
         self.start_etcd()
         self.start_apiservers()
         self.start_controllers()
@@ -90,6 +93,7 @@ class FleetUp(ControlPlane, OperatorSteps, OurProcesses, UpstreamKueue):
         if self.opts.manager and MANAGER not in self.opts.upstream_kueue:
             self.start_manager()
         self.create_nodes()
+        self.start_real_nodes()
         self.start_lws()
         self.grant_multikueue_identity()
         if self.opts.smoke and not self.opts.light_workers:

@@ -256,13 +256,22 @@ def fleet_is_running(state: State) -> bool:
     return bool(state.data["processes"]) and all(pid_is_ours(p) for p in state.data["processes"])
 
 
+def stop_fleet(state: State) -> None:
+    """Every recorded process, then what real nodes made on the machine (localfleet.nodehost)."""
+    stop_processes(state.data.get("processes", []))
+    if state.data.get("realNodes"):
+        from localfleet.nodehost import teardown  # only fleets with real nodes need it
+
+        teardown(state.run_dir, state.data["realNodes"])
+
+
 def down(run_dir: Path) -> int:
     state = State.load(run_dir)
     stopped = 0
     if state:
         processes = state.data.get("processes", [])
         stopped = sum(1 for p in processes if pid_is_ours(p))
-        stop_processes(processes)
+        stop_fleet(state)
     if run_dir.exists():
         shutil.rmtree(run_dir, ignore_errors=True)
     return stopped

@@ -25,6 +25,7 @@ from localfleet.binaries import Binaries, Builder, kubernetes_ldflags
 from localfleet.cluster import ClusterPlan, FleetOptions
 from localfleet.common import CACHE, FleetError, write_file
 from localfleet.ociimage import (
+    BUSYBOX,
     BUSYBOX_IMAGE,
     PAUSE_IMAGE,
     build_busybox_image,
@@ -58,8 +59,8 @@ def host_problems() -> list[str]:
     for plugin in ("bridge", "host-local", "loopback"):
         if not (CNI_BIN / plugin).is_file():
             problems.append(f"the CNI plugin {CNI_BIN / plugin} is not installed")
-    if not nodehost.BUSYBOX.is_file():
-        problems.append(f"{nodehost.BUSYBOX} (busybox-static) is not installed")
+    if not BUSYBOX.is_file():
+        problems.append(f"{BUSYBOX} (busybox-static) is not installed")
     if not nodehost.cgroup_hierarchies():
         problems.append(
             f"no cgroup v1 hierarchy is mounted under {nodehost.CGROUP_FS} (cgroup v2 is not supported yet)"

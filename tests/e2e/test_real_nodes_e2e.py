@@ -87,13 +87,48 @@ def finished(fleet: Fleet, name: str, ctype: str) -> dict | None:
     return job if job and is_true(job, ctype) else None
 
 
-def worker_pod(fleet: Fleet, job: str) -> tuple[str, dict]:
-    """The worker running the Job's copy, and its pod there."""
-    for worker in fleet.workers:
-        pods = fleet.items(worker, "pods", "-l", f"job-name={job}")
-        if pods:
-            return worker, pods[0]
-    raise AssertionError(f"no pod of Job {job} on any worker")
+class PodWatch:
+    """Every version of a Job's pods on every worker (`kubectl get pods -w`): MultiKueue deletes the
+    worker's copy, pods included, once the manager has the Job finished."""
+
+    def __init__(self, fleet: Fleet, job: str) -> None:
+        self.procs = {
+            w: subprocess.Popen(
+                [
+                    fleet.kubectl_binary,
+                    "--kubeconfig",
+                    fleet.state["clusters"][w]["kubeconfig"],
+                    "get",
+                    "pods",
+                    "-n",
+                    NAMESPACE,
+                    "-l",
+                    f"job-name={job}",
+                    "-w",
+                    "-o",
+                    "json",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for w in fleet.workers
+        }
+
+    def last(self) -> tuple[str, dict]:
+        """The worker that ran the pod, and the pod's last version seen there."""
+        found = []
+        for worker, proc in self.procs.items():
+            proc.terminate()
+            out, _ = proc.communicate(timeout=30)
+            decoder, text, pos = json.JSONDecoder(), out.strip(), 0
+            while pos < len(text):
+                obj, pos = decoder.raw_decode(text, pos)
+                pos = len(text) - len(text[pos:].lstrip())
+                found.append((worker, obj))
+        assert found, "no pod of the Job was seen on any worker"
+        assert len({(w, p["metadata"]["name"]) for w, p in found}) == 1, "more than one pod"
+        return found[-1]
 
 
 def terminated(pod: dict) -> dict:
@@ -125,23 +160,38 @@ def test_status_shows_the_real_nodes_ready(fleet):
 
 def test_a_job_runs_as_a_real_container_and_completes_on_the_manager(fleet):
     name = unique("real-echo")
-    fleet.create(MANAGER, real_job(name, "echo done"))
-    wait_until(f"Job {name} Complete on the manager", lambda: finished(fleet, name, "Complete"), 180)
-    worker, pod = worker_pod(fleet, name)
+    watch = PodWatch(fleet, name)
+    fleet.create(MANAGER, real_job(name, "echo done; sleep 4"))
+
+    def log_read() -> str | None:
+        # Read through the worker's apiserver, which asks the node's kubelet for it.
+        for worker in fleet.workers:
+            for pod in fleet.items(worker, "pods", "-l", f"job-name={name}"):
+                if pod["status"].get("phase") == "Running":
+                    res = subprocess.run(
+                        [fleet.kubectl_binary, "--kubeconfig", fleet.state["clusters"][worker]["kubeconfig"],
+                         "logs", "-n", NAMESPACE, pod["metadata"]["name"]],
+                        capture_output=True, text=True, timeout=30,
+                    )  # fmt: skip
+                    return res.stdout.strip() or None
+        return None
+
+    assert wait_until(f"the log of Job {name}'s pod", log_read, 120, interval=0.3) == "done"
+    wait_until(f"Job {name} Complete on the manager", lambda: finished(fleet, name, "Complete"), 120)
+    worker, pod = watch.last()
     assert pod["spec"]["nodeName"] == f"{worker}-real-0"
     assert pod["status"]["phase"] == "Succeeded"
     assert terminated(pod)["exitCode"] == 0
     assert terminated(pod)["reason"] == "Completed"
-    # Read through the worker's apiserver, which asks the node's kubelet for it.
-    assert fleet.kubectl(worker, "logs", "-n", NAMESPACE, pod["metadata"]["name"]).strip() == "done"
 
 
 def test_a_failing_container_fails_the_job_on_the_manager(fleet):
     name = unique("real-exit3")
+    watch = PodWatch(fleet, name)
     fleet.create(MANAGER, real_job(name, "echo failing; exit 3"))
     job = wait_until(f"Job {name} Failed on the manager", lambda: finished(fleet, name, "Failed"), 180)
     assert not is_true(job, "Complete")
-    worker, pod = worker_pod(fleet, name)
+    worker, pod = watch.last()
     assert pod["spec"]["nodeName"] == f"{worker}-real-0"
     assert pod["status"]["phase"] == "Failed"
     assert terminated(pod)["exitCode"] == 3
@@ -213,8 +263,9 @@ def test_down_leaves_nothing_behind(fleet):
     subprocess.run([*localfleet_base(fleet), "down"], capture_output=True, text=True, check=True)
     assert not run_dir.exists()
     leftovers = []
+    mine = {os.getpid(), os.getppid()}  # a test run started with the run directory in its arguments
     for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
+        if proc.name.isdigit() and int(proc.name) not in mine:
             try:
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:

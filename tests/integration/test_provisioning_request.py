@@ -17,6 +17,7 @@ from admission_kit import (
     cluster_queue,
     condition,
     condition_is,
+    consistently,
     eventually,
     local_queue,
     resource_flavor,
@@ -115,8 +116,8 @@ def check_state(wl: dict | None, name: str) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def standin(kube, outcome):
-    s = AutoscalerStandIn(kube, outcome)
+async def standin(kube, outcome, after: float = 1.0):
+    s = AutoscalerStandIn(kube, outcome, after=after)
     await s.start()
     try:
         yield s
@@ -239,6 +240,49 @@ async def test_failed_request_is_retried_then_rejected(kube, prov_env):
         await eventually(lambda: _no_requests(cluster))
         await asyncio.sleep(1)
         assert not [a for a in s.answered if a.endswith(f"-{check}-3 Accepted")]
+
+
+async def test_capacity_revoked_after_admission_deactivates_the_workload(kube, prov_env):
+    cluster = prov_env
+    check, _ = await setup_queue(cluster)
+    # Revoked 4 s after Provisioned: the Workload is admitted in between.
+    async with running_agent(kube), standin(kube, standin_mod.CAPACITY_REVOKED, after=4):
+        await eventually(lambda: _active(kube, check))
+        job = await create_job(cluster, batch_job(unique("job")))
+        wl = await eventually(lambda: job_workload(cluster, job))
+        name = wl["metadata"]["name"]
+        await eventually(lambda: cluster.admitted(name))
+
+        async def deactivated():
+            current = await cluster.wl(name)
+            evicted = condition(current, api.WORKLOAD_EVICTED) or {}
+            return current if evicted.get("reason") == "DeactivatedDueToAdmissionCheck" else None
+
+        current = await eventually(deactivated)
+        assert condition(current, api.WORKLOAD_EVICTED)["message"] == (
+            f'The workload is deactivated due to AdmissionCheck in Rejected state: "{check}" '
+            f"({standin_mod.REVOKED[1]})"
+        )
+        await eventually(lambda: _no_requests(cluster))
+
+
+async def test_booking_expired_after_admission_changes_nothing(kube, prov_env):
+    cluster = prov_env
+    check, _ = await setup_queue(cluster)
+    async with running_agent(kube), standin(kube, standin_mod.BOOKING_EXPIRED) as s:
+        await eventually(lambda: _active(kube, check))
+        job = await create_job(cluster, batch_job(unique("job")))
+        wl = await eventually(lambda: job_workload(cluster, job))
+        name = wl["metadata"]["name"]
+        await eventually(lambda: cluster.admitted(name))
+        await eventually(lambda: _answered(s, " BookingExpired"))
+        await consistently(lambda: cluster.admitted(name), duration=2)
+        assert check_state(await cluster.wl(name), check)["state"] == "Ready"
+        assert list(await requests_of(cluster)) == [f"{name}-{check}-1"]
+
+
+async def _answered(s, suffix: str) -> bool:
+    return any(a.endswith(suffix) for a in s.answered)
 
 
 async def test_no_request_when_no_podset_uses_a_managed_resource(kube, prov_env):

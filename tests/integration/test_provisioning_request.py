@@ -281,6 +281,25 @@ async def test_booking_expired_after_admission_changes_nothing(kube, prov_env):
         assert list(await requests_of(cluster)) == [f"{name}-{check}-1"]
 
 
+async def test_without_cleanup_on_eviction_the_request_stays(kube, prov_env):
+    cluster = prov_env
+    check, _ = await setup_queue(cluster)
+    gates = {"CleanupProvisioningRequestsOnEviction": False}
+    async with running_agent(kube, gates=gates), standin(kube, standin_mod.PROVISIONED):
+        await eventually(lambda: _active(kube, check))
+        job = await create_job(cluster, batch_job(unique("job")))
+        wl = await eventually(lambda: job_workload(cluster, job))
+        name = wl["metadata"]["name"]
+        await eventually(lambda: cluster.admitted(name))
+        await kube.patch_merge(api.WORKLOAD, name, {"spec": {"active": False}}, namespace=cluster.namespace)
+        await eventually(lambda: condition_is_async(cluster, name, api.WORKLOAD_EVICTED))
+        await consistently(lambda: _present(cluster, f"{name}-{check}-1"), duration=2)
+
+
+async def _present(cluster, pr_name: str) -> bool:
+    return not await _gone(cluster, pr_name)
+
+
 async def _answered(s, suffix: str) -> bool:
     return any(a.endswith(suffix) for a in s.answered)
 

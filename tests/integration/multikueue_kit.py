@@ -164,11 +164,17 @@ class MultiKueueEnv:
         )
 
     async def add_queues(
-        self, kube: KubeClient, cpu: str, checks: list[str] | None = None, preemption: Obj | None = None
+        self,
+        kube: KubeClient,
+        cpu: str,
+        checks: list[str] | None = None,
+        preemption: Obj | None = None,
+        memory: str | None = None,
     ) -> str:
         rf, cq = unique("rf"), unique("cq")
         await self.create(kube, api.RESOURCE_FLAVOR, resource_flavor(rf))
-        body = cluster_queue(cq, {rf: {"cpu": cpu}}, admission_checks=checks, preemption=preemption)
+        quota = {"cpu": cpu, **({"memory": memory} if memory else {})}
+        body = cluster_queue(cq, {rf: quota}, admission_checks=checks, preemption=preemption)
         await self.create(kube, api.CLUSTER_QUEUE, body)
         await kube.create(api.LOCAL_QUEUE, local_queue(self.namespace, "main", cq), namespace=self.namespace)
         return cq
@@ -503,6 +509,7 @@ async def multikueue(
     frameworks: list[str] | None = None,
     manager_agent: bool = True,
     invariants: bool = True,
+    memory: str | None = None,
 ):
     """`worker_cpu`: {fleet worker: ClusterQueue cpu quota}; by default both workers with 4 cpu.
     `worker_preemption`, `manager_preemption`: the workers' and the manager's ClusterQueue
@@ -510,7 +517,8 @@ async def multikueue(
     worker_agent on the manager cluster, so the test writes the manager Workloads' admission status
     itself (states the agent passes through too quickly to test). When the test body ends without
     an error and the manager is running, the block ends with `env.assert_invariants()` unless
-    `invariants=False` (a test that leaves a state the check refuses on purpose)."""
+    `invariants=False` (a test that leaves a state the check refuses on purpose). `memory`: a memory
+    quota in every ClusterQueue besides cpu (none by default)."""
     worker_cpu = worker_cpu or {"worker1": "4", "worker2": "4"}
     agent_config = {"integrations": {"frameworks": frameworks}} if frameworks else None
     prefix = unique("mk")
@@ -531,7 +539,7 @@ async def multikueue(
             await kube.create(
                 api.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             )
-            await env.add_queues(kube, cpu, preemption=worker_preemption)
+            await env.add_queues(kube, cpu, preemption=worker_preemption, memory=memory)
             await stack.enter_async_context(running_agent(kube, agent_config))
         if setup:
             for cluster, worker in env.clusters.items():
@@ -539,7 +547,9 @@ async def multikueue(
                 await env.add_cluster(cluster)
             await env.add_config(list(env.clusters))
             await env.add_check()
-            await env.add_queues(manager_kube, manager_cpu, checks=[env.check], preemption=manager_preemption)
+            await env.add_queues(
+                manager_kube, manager_cpu, checks=[env.check], preemption=manager_preemption, memory=memory
+            )
         if manager_agent:
             await stack.enter_async_context(running_agent(manager_kube, agent_config))
         env.frameworks = frameworks

@@ -1,0 +1,167 @@
+"""A RayJob and a RayCluster submitted on the manager each run on one worker with the real KubeRay
+operator there (its Ray dashboard the fleet's stand-in): the copy carries the origin label and the
+prebuilt Workload's name, no pod, Job or RayCluster of it starts on the manager, the worker's whole
+status is mirrored onto the manager's object; the RayJob ends Complete and its Workload Finished;
+deleting the RayCluster on the manager removes the copy."""
+
+from __future__ import annotations
+
+import pytest
+from multikueue_kit import check_state, condition, eventually, multikueue
+
+from kueue_domain import api
+
+pytestmark = pytest.mark.realcluster
+
+RAY_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]
+IMAGE = "rayproject/ray:2.41.0"
+
+
+def _pod(name: str, cpu: str) -> dict:
+    return {"spec": {"containers": [{"name": name, "image": IMAGE, "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def _cluster_spec(workers: int) -> dict:
+    return {
+        "headGroupSpec": {"rayStartParams": {}, "template": _pod("ray-head", "1")},
+        "workerGroupSpecs": [
+            {
+                "groupName": "workers",
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": {},
+                "template": _pod("ray-worker", "500m"),
+            }
+        ],
+    }
+
+
+def _meta(name: str) -> dict:
+    return {"name": name, "labels": {api.LABEL_QUEUE_NAME: "main"}}
+
+
+def ray_job(name: str, workers: int = 1) -> dict:
+    """As our webhook on the manager leaves it: suspended, managed by MultiKueue."""
+    return {
+        "apiVersion": api.RAY_JOB.api_version,
+        "kind": api.RAY_JOB.kind,
+        "metadata": _meta(name),
+        "spec": {
+            "suspend": True,
+            "managedBy": api.MANAGED_BY_MULTIKUEUE,
+            "entrypoint": "python -c 'import ray; ray.init()'",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": _cluster_spec(workers),
+        },
+    }
+
+
+def ray_cluster(name: str, workers: int = 1) -> dict:
+    spec = {"suspend": True, "managedBy": api.MANAGED_BY_MULTIKUEUE, **_cluster_spec(workers)}
+    return {
+        "apiVersion": api.RAY_CLUSTER.api_version,
+        "kind": api.RAY_CLUSTER.kind,
+        "metadata": _meta(name),
+        "spec": spec,
+    }
+
+
+async def _workload_of(env, kind: str, name: str) -> dict:
+    async def found():
+        items, _ = await env.manager_kube.list(api.WORKLOAD, namespace=env.namespace)
+        for wl in items:
+            refs = wl["metadata"].get("ownerReferences") or ()
+            if any(r.get("kind") == kind and r.get("name") == name for r in refs):
+                return wl
+        return None
+
+    return await eventually(found, timeout=30)
+
+
+async def _placed(env, wl_name: str, seconds: float = 60, not_on: str | None = None) -> str:
+    async def ready():
+        current = await env.get(env.manager_kube, api.WORKLOAD, wl_name, env.namespace)
+        state = check_state(current, env.check)
+        where = current["status"].get("clusterName")
+        return where if state and state["state"] == "Ready" and where != not_on else None
+
+    return await env.wait_for(ready, seconds, wl_name)
+
+
+async def test_a_rayjob_runs_on_one_worker_and_completes_on_the_manager(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, frameworks=RAY_FRAMEWORKS, memory="64Gi") as env:
+        await kube.create(api.RAY_JOB, ray_job("ray"), namespace=namespace)
+        wl = await _workload_of(env, "RayJob", "ray")
+        name = wl["metadata"]["name"]
+        assert name.startswith("rayjob-ray-")
+        assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [
+            ("head", 1),
+            ("workers", 1),
+            ("submitter", 1),
+        ]
+        cluster = await _placed(env, name)
+        copy_ = await eventually(lambda: env.remote(cluster, api.RAY_JOB, "ray"), timeout=30)
+        assert copy_["metadata"]["labels"][api.LABEL_MULTIKUEUE_ORIGIN] == env.origin
+        assert copy_["metadata"]["annotations"][api.ANNOTATION_PREBUILT_WORKLOAD_NAME] == name
+        assert copy_["spec"].get("managedBy") in (None, "ray.io/kuberay-operator")
+
+        async def completed():
+            current = await kube.get(api.RAY_JOB, "ray", namespace)
+            status = current.get("status") or {}
+            return current if status.get("jobDeploymentStatus") == "Complete" else None
+
+        done = await env.wait_for(completed, 120, name)
+        # The worker's whole status: the Ray job's, the deployment's and its RayCluster's.
+        assert done["status"]["jobStatus"] == "SUCCEEDED"
+        assert done["status"]["rayClusterName"].startswith("ray-")
+        assert done["status"]["jobId"]
+
+        async def finished():
+            current = await env.get(kube, api.WORKLOAD, name, namespace)
+            found = condition(current, api.WORKLOAD_FINISHED)
+            return found if found and found["status"] == "True" else None
+
+        assert (await env.wait_for(finished, 30, name))["reason"] == "Succeeded"
+
+        async def copy_gone():
+            return await env.remote(cluster, api.RAY_JOB, "ray") is None or None
+
+        await eventually(copy_gone, timeout=60)
+        for resource in (api.POD, api.JOB, api.RAY_CLUSTER):
+            items, _ = await kube.list(resource, namespace=namespace)
+            assert items == [], f"no {resource.plural} may be made on the manager cluster"
+
+
+async def test_a_raycluster_runs_on_one_worker_and_its_deletion_removes_the_copy(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, frameworks=RAY_FRAMEWORKS, memory="64Gi") as env:
+        await kube.create(api.RAY_CLUSTER, ray_cluster("rc", workers=2), namespace=namespace)
+        wl = await _workload_of(env, "RayCluster", "rc")
+        name = wl["metadata"]["name"]
+        assert name.startswith("raycluster-rc-")
+        assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("head", 1), ("workers", 2)]
+        cluster = await _placed(env, name)
+
+        async def ready():
+            current = await kube.get(api.RAY_CLUSTER, "rc", namespace)
+            status = current.get("status") or {}
+            return (
+                current if status.get("state") == "ready" and status.get("readyWorkerReplicas") == 2 else None
+            )
+
+        shown = await env.wait_for(ready, 90, name)
+        assert shown["status"]["desiredWorkerReplicas"] == 2
+        assert shown["status"]["head"]["serviceName"]
+        pods, _ = await kube.list(api.POD, namespace=namespace)
+        assert pods == [], "no pod may start on the manager cluster"
+
+        await kube.delete(api.RAY_CLUSTER, "rc", namespace)
+
+        async def all_gone():
+            return (
+                await env.remote(cluster, api.RAY_CLUSTER, "rc") is None
+                and not await env.remote(cluster, api.WORKLOAD, name)
+                and await env.get(kube, api.WORKLOAD, name, namespace) is None
+            ) or None
+
+        await eventually(all_gone, timeout=60)

@@ -90,6 +90,7 @@ SUPPORTED_FRAMEWORKS = frozenset(
         "kubeflow.org/mpijob",
         "ray.io/rayjob",
         "ray.io/raycluster",
+        "workload.codeflare.dev/appwrapper",
         "deployment",
         "statefulset",
     }

@@ -291,9 +291,11 @@ class Builder:
         helm: bool = False,
         promtool: bool = False,
         upstream_kueue_lifted: bool = False,
+        skip: Iterable[str] = (),
     ) -> None:
         """Everything a fleet needs; with `upstream_kueue` also upstream Kueue's full binary, with
-        `helm` also the helm CLI (the Helm chart's tests need it; a fleet does not)."""
+        `helm` also the helm CLI (the Helm chart's tests need it; a fleet does not). `skip`: keys
+        of Operators not to build (a fleet that leaves them out)."""
         CACHE.mkdir(parents=True, exist_ok=True)
         todo = []
         if force or not all(self.bins.path(n).is_file() for n in [*K8S_COMMANDS, "etcd"]):
@@ -301,7 +303,7 @@ class Builder:
         if force or not self.bins.path("kwok").is_file() or not self.bins.kwok_stages_current():
             todo.append(self.build_kwok)
         for op in OPERATORS:
-            if force or not self.bins.operator_present(op):
+            if op.key not in set(skip) and (force or not self.bins.operator_present(op)):
                 todo.append(lambda op=op: self.build_operator(op))
         if force or not self.bins.provisioning_request_crds:
             todo.append(self.fetch_provisioning_request_crd)

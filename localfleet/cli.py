@@ -193,8 +193,12 @@ def cmd_up(args: argparse.Namespace) -> None:
     if existing or opts.run_dir.exists():
         log(f"cleaning up a previous run in {opts.run_dir}")
         down(opts.run_dir)
-    Builder(bins).build_all(upstream_kueue=bool(upstream), upstream_kueue_lifted=args.upstream_kueue_lifted)
     fleet = FleetUp(opts, bins)
+    # An operator the fleet leaves out is not built either.
+    left_out = {op.key for op in OPERATORS} - {op.key for op in fleet.operators()}
+    Builder(bins).build_all(
+        upstream_kueue=bool(upstream), upstream_kueue_lifted=args.upstream_kueue_lifted, skip=left_out
+    )
     try:
         fleet.run()
         if opts.setup_multikueue:

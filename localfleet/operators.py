@@ -1,6 +1,6 @@
 """Controllers of other projects that a fleet runs next to Kueue: LeaderWorkerSet, JobSet,
-Kubeflow Trainer (TrainJobs, which it runs as JobSets) and KubeRay's ray-operator (RayJobs,
-RayClusters, RayServices; with the Ray dashboard stand-in of localfleet.raydashboard).
+Kubeflow Trainer (TrainJobs, which it runs as JobSets), KubeRay's ray-operator (RayJobs,
+RayClusters, RayServices; with the Ray dashboard stand-in of localfleet.raydashboard) and AppWrapper.
 
 All are controller-runtime managers built from their Go modules, configured by a file of their own
 (webhook port and certificate directory, no leader election, no internal certificate management) and
@@ -224,4 +224,72 @@ RAY = RayOperator(
     crd_skip=("ray.io_raycronjobs.yaml",),
 )
 
-OPERATORS = (LWS, JOBSET, TRAINER, RAY)
+
+@dataclass(frozen=True)
+class AppWrapperOperator(Operator):
+    """The AppWrapper controller (github.com/project-codeflare/appwrapper/cmd) reads its configuration
+    from a ConfigMap (`--config NAME` in the namespace $NAMESPACE), which `prepare` writes from the
+    file `config` returns, and embeds no Kueue of its own: it deploys an AppWrapper's components
+    once `spec.suspend` is false, which the cluster's Kueue (our worker_agent) decides.
+
+    It runs without its webhooks: v1.2.2 binds its webhook server to the fixed port 9443 on every
+    address (cmd/main.go has no flag or configuration field for it), which two fleets on one machine
+    cannot share, and with webhooks on it rotates a certificate of its own for the in-cluster Service
+    name. So `webhooksEnabled: false` (and no certificate rotation); nothing reads its `/readyz`,
+    whose check would start the webhook server. Metrics are off, health is on a fleet port."""
+
+    def ldflags(self, version: str) -> str:
+        return f"-s -w -X main.BuildVersion={version}"
+
+    def env(self, cluster_dir: Path) -> dict[str, str]:
+        return {"NAMESPACE": self.namespace}
+
+    def args(self, config_file: Path | None, webhook_port: int, health_port: int, cert_dir: str) -> list[str]:
+        return [f"--config={APPWRAPPER_CONFIG_MAP}", "--zap-log-level=info"]
+
+    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> dict:
+        return {
+            "webhooksEnabled": False,
+            "controllerManager": {
+                "metrics": {"bindAddress": "0"},
+                "health": {"bindAddress": f"127.0.0.1:{health_port}"},
+                "leaderElection": False,
+            },
+            "certManagement": {"certificateDir": cert_dir},
+            # No node health monitor (Autopilot's GPU taints; kwok nodes have no GPUs) and no
+            # SubjectAccessReviews (a webhook check, and the webhook is off).
+            "appwrapper": {
+                "autopilot": {"injectAntiAffinities": False, "monitorNodes": False},
+                "userRBACAdmissionCheck": False,
+            },
+        }
+
+    def prepare(self, kubectl: Kubectl, cluster_dir: Path) -> None:
+        """The ConfigMap it reads its configuration from: the file `config` was written to."""
+        config_file = cluster_dir / f"{self.key}-config.yaml"
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": APPWRAPPER_CONFIG_MAP, "namespace": self.namespace},
+            "data": {"config.yaml": config_file.read_text()},
+        }
+        kubectl.apply([config_map])
+
+
+APPWRAPPER_CONFIG_MAP = "appwrapper-operator-config"
+
+APPWRAPPER = AppWrapperOperator(
+    key="appwrapper",
+    title="AppWrapper",
+    version_key="APPWRAPPER_VERSION",
+    module="github.com/project-codeflare/appwrapper",
+    package="github.com/project-codeflare/appwrapper/cmd",
+    binary="appwrapper-manager",
+    crd_dir="config/crd/bases",
+    webhooks=None,
+    config_api="",  # its configuration is a ConfigMap, not a Configuration object
+    namespace="appwrapper-system",
+    pod_label="workload.codeflare.dev/appwrapper",
+)
+
+OPERATORS = (LWS, JOBSET, TRAINER, RAY, APPWRAPPER)

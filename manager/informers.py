@@ -12,6 +12,7 @@ from kube_runtime.informer import Informer, compact
 from kueue_domain import api, features
 from kueue_domain.config import Configuration
 from manager.adapters import Adapter, JobAdapter
+from manager.adapters.appwrapper import AppWrapperAdapter
 from manager.adapters.jobset import JobSetAdapter
 from manager.adapters.kubeflow import KUBEFLOW_RESOURCES, KubeflowJobAdapter
 from manager.adapters.leaderworkerset import LeaderWorkerSetAdapter
@@ -33,6 +34,7 @@ LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
 MIRRORED_KINDS: dict[str, type[Any]] = {
     api.FRAMEWORK_RAY_JOB: RayJobAdapter,
     api.FRAMEWORK_RAY_CLUSTER: RayClusterAdapter,
+    api.FRAMEWORK_APPWRAPPER: AppWrapperAdapter,
 }
 
 

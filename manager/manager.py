@@ -282,9 +282,9 @@ class Manager(ShellProcess):
 
     async def _defer_missing_apis(self) -> None:
         """An enabled integration whose kind the manager cluster does not serve (its CRD not
-        installed: LeaderWorkerSet, JobSet, TrainJob, the Kubeflow and Ray kinds) or a ClusterProfile API
-        that is absent must not hold the manager back: its informer starts once the kind is
-        served, as upstream defers a job framework whose API is missing. Until then no object of
+        installed: LeaderWorkerSet, JobSet, TrainJob, the Kubeflow, Ray and AppWrapper kinds) or a
+        ClusterProfile API that is absent must not hold the manager back: its informer starts once
+        the kind is served, as upstream defers a job framework whose API is missing. Until then no object of
         that kind can exist here."""
         optional = (self.leaderworkersets, self.jobsets, self.trainjobs, self.profiles)
         optional += (*self.caches.kubeflow_jobs.values(), *self.caches.mirrored.values())

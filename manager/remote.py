@@ -111,8 +111,23 @@ JOB_END_CONDITIONS: dict[api.Resource, tuple[str, str]] = {
 }
 
 
+# Kinds whose end is a phase, not a condition: (success, failure), each the phase and the message the
+# worker's job integration finishes the Workload with.
+JOB_END_PHASES: dict[api.Resource, tuple[tuple[str, str], tuple[str, str]]] = {
+    api.APPWRAPPER: (
+        (api.APPWRAPPER_PHASE_SUCCEEDED, api.MSG_APPWRAPPER_SUCCEEDED),
+        (api.APPWRAPPER_PHASE_FAILED, api.MSG_APPWRAPPER_FAILED),
+    ),
+}
+
+
 def _end_condition(resource: api.Resource, obj: Obj) -> Obj | None:
-    """The condition (True) that ended `obj`, a job of a kind in JOB_END_CONDITIONS."""
+    """The condition (True) that ended `obj`, a job of a kind in JOB_END_CONDITIONS; for a kind of
+    JOB_END_PHASES its final phase as one (its type the phase)."""
+    phases = JOB_END_PHASES.get(resource)
+    if phases is not None:
+        phase = (obj.get("status") or {}).get("phase")
+        return next(({"type": p, "status": "True", "message": m} for p, m in phases if p == phase), None)
     finals = JOB_END_CONDITIONS.get(resource, ())
     for c in (obj.get("status") or {}).get("conditions") or ():
         if c.get("type") in finals and c.get("status") == "True":
@@ -123,7 +138,7 @@ def _end_condition(resource: api.Resource, obj: Obj) -> Obj | None:
 def finished_state(resource: api.Resource, obj: Obj) -> bool:
     """Whether `obj` ended its run: a Workload copy Finished (not replaced for being out of sync)
     or a batch/v1 Job Complete or Failed (a JobSet Completed or Failed, a TrainJob Complete or Failed,
-    a Pod Succeeded or Failed)."""
+    an AppWrapper or a Pod Succeeded or Failed)."""
     if resource == api.WORKLOAD:
         finished = find_status_condition((obj.get("status") or {}).get("conditions"), api.WORKLOAD_FINISHED)
         return bool(
@@ -145,7 +160,10 @@ def job_end_condition(resource: api.Resource, obj: Obj) -> Obj | None:
     final = _end_condition(resource, obj)
     if final is None:
         return None
-    failed = final.get("type") == JOB_END_CONDITIONS[resource][1]
+    failure = (
+        JOB_END_PHASES[resource][1][0] if resource in JOB_END_PHASES else JOB_END_CONDITIONS[resource][1]
+    )
+    failed = final.get("type") == failure
     condition: Obj = {
         "type": api.WORKLOAD_FINISHED,
         "status": "True",

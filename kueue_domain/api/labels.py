@@ -89,6 +89,20 @@ JOB_SET_LABEL_NAME = "jobset.sigs.k8s.io/jobset-name"
 FRAMEWORK_TRAIN_JOB = "trainer.kubeflow.org/trainjob"
 FRAMEWORK_RAY_JOB = "ray.io/rayjob"
 FRAMEWORK_RAY_CLUSTER = "ray.io/raycluster"
+FRAMEWORK_APPWRAPPER = "workload.codeflare.dev/appwrapper"
+
+# AppWrapper (project-codeflare/appwrapper api/v1beta2): its controller's managedBy value, the label
+# it puts on the resources it deploys and their pods, its phases and condition types.
+APPWRAPPER_MANAGED_BY_DEFAULT = "workload.codeflare.dev/appwrapper-controller"
+APPWRAPPER_LABEL = "workload.codeflare.dev/appwrapper"
+APPWRAPPER_PHASE_SUCCEEDED = "Succeeded"
+APPWRAPPER_PHASE_FAILED = "Failed"
+APPWRAPPER_CONDITION_QUOTA_RESERVED = "QuotaReserved"
+APPWRAPPER_CONDITION_RESOURCES_DEPLOYED = "ResourcesDeployed"
+APPWRAPPER_CONDITION_PODS_READY = "PodsReady"
+# Finished's messages (appwrapper_controller.go Finished).
+MSG_APPWRAPPER_SUCCEEDED = "AppWrapper finished successfully"
+MSG_APPWRAPPER_FAILED = "AppWrapper failed"
 
 # TrainJob (Kubeflow Trainer v2): its controller's managedBy value, condition types, the label naming a
 # runtime's replicated Job's role and the trainer container's name (pkg/constants), and the manager

@@ -34,6 +34,8 @@ WEBHOOK_PATH_MUTATE_RAY_JOB = "/mutate-ray-io-v1-rayjob"
 WEBHOOK_PATH_VALIDATE_RAY_JOB = "/validate-ray-io-v1-rayjob"
 WEBHOOK_PATH_MUTATE_RAY_CLUSTER = "/mutate-ray-io-v1-raycluster"
 WEBHOOK_PATH_VALIDATE_RAY_CLUSTER = "/validate-ray-io-v1-raycluster"
+WEBHOOK_PATH_MUTATE_APPWRAPPER = "/mutate-workload-codeflare-dev-v1beta2-appwrapper"
+WEBHOOK_PATH_VALIDATE_APPWRAPPER = "/validate-workload-codeflare-dev-v1beta2-appwrapper"
 WEBHOOK_PATH_MUTATE_DEPLOYMENT = "/mutate-apps-v1-deployment"
 WEBHOOK_PATH_VALIDATE_DEPLOYMENT = "/validate-apps-v1-deployment"
 WEBHOOK_PATH_MUTATE_STATEFUL_SET = "/mutate-apps-v1-statefulset"
@@ -53,6 +55,8 @@ WEBHOOK_NAME_MUTATE_RAY_JOB = "mrayjob.kb.io"
 WEBHOOK_NAME_VALIDATE_RAY_JOB = "vrayjob.kb.io"
 WEBHOOK_NAME_MUTATE_RAY_CLUSTER = "mraycluster.kb.io"
 WEBHOOK_NAME_VALIDATE_RAY_CLUSTER = "vraycluster.kb.io"
+WEBHOOK_NAME_MUTATE_APPWRAPPER = "mappwrapper.kb.io"
+WEBHOOK_NAME_VALIDATE_APPWRAPPER = "vappwrapper.kb.io"
 
 # Validation messages (CEL and webhooks).
 

@@ -97,6 +97,25 @@ def set_multikueue_meta(obj: Obj, workload_name: str, origin: str) -> None:
         meta.setdefault("annotations", {})[api.ANNOTATION_PREBUILT_WORKLOAD_NAME] = workload_name
 
 
+def clone_for_creation(resource: api.Resource, local: Obj, spec: Obj, workload_name: str, origin: str) -> Obj:
+    """The worker's copy of `local` (CloneObjectMetaForCreation: name, namespace, labels and
+    annotations) with `spec`, the origin label and the prebuilt Workload name (SetMultiKueueMeta)."""
+    meta = local["metadata"]
+    obj: Obj = {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": dict(meta.get("annotations") or {}),
+        },
+        "spec": spec,
+    }
+    set_multikueue_meta(obj, workload_name, origin)
+    return obj
+
+
 def owned_by(obj: Obj, origin: str) -> bool:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(api.LABEL_MULTIKUEUE_ORIGIN) == origin
 

@@ -14,13 +14,13 @@ from kube_runtime.informer import Informer, compact, object_key
 from kueue_domain import api
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
+    clone_for_creation,
     create_remote,
     delete_if_owned,
     just_created,
     owned_by,
     remote_object,
     remote_or_finished_gone,
-    set_multikueue_meta,
     waited,
 )
 
@@ -120,7 +120,6 @@ def progress_only(local: Obj, remote_status: Obj) -> bool:
 
 
 def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
-    meta = local_job["metadata"]
     spec = copy.deepcopy(local_job.get("spec") or {})
     spec.pop("selector", None)
     spec.pop("managedBy", None)
@@ -132,19 +131,7 @@ def remote_job_copy(local_job: Obj, workload_name: str, origin: str) -> Obj:
     for key in _GENERATED_TEMPLATE_LABELS:
         if template_labels:
             template_labels.pop(key, None)
-    job: Obj = {
-        "apiVersion": api.JOB.api_version,
-        "kind": api.JOB.kind,
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "labels": dict(meta.get("labels") or {}),
-            "annotations": dict(meta.get("annotations") or {}),
-        },
-        "spec": spec,
-    }
-    set_multikueue_meta(job, workload_name, origin)
-    return job
+    return clone_for_creation(api.JOB, local_job, spec, workload_name, origin)
 
 
 class JobAdapter:

@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from kueue_domain import api
-from manager.adapters.base import set_multikueue_meta
+from manager.adapters.base import clone_for_creation
 from manager.adapters.mirrored import MirroredStatusAdapter, zeroed_jobs_status_patch
 from manager.adapters.mirrored import status_patch as status_patch  # the mirror's patch, named here too
 
@@ -28,22 +28,9 @@ def job_set_finished(job_set: Obj) -> bool:
 
 def remote_job_set_copy(local: Obj, workload_name: str, origin: str) -> Obj:
     """What is created on the worker (CloneObjectMetaForCreation + the spec, managedBy cleared)."""
-    meta = local["metadata"]
     spec = copy.deepcopy(local.get("spec") or {})
     spec.pop("managedBy", None)
-    job_set: Obj = {
-        "apiVersion": api.JOB_SET.api_version,
-        "kind": api.JOB_SET.kind,
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "labels": dict(meta.get("labels") or {}),
-            "annotations": dict(meta.get("annotations") or {}),
-        },
-        "spec": spec,
-    }
-    set_multikueue_meta(job_set, workload_name, origin)
-    return job_set
+    return clone_for_creation(api.JOB_SET, local, spec, workload_name, origin)
 
 
 def released_status_patch(local: Obj) -> Obj | None:

@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from kueue_domain import api
-from manager.adapters.base import set_multikueue_meta
+from manager.adapters.base import clone_for_creation
 from manager.adapters.mirrored import MirroredStatusAdapter, zeroed_jobs_status_patch
 from manager.adapters.mirrored import status_patch as status_patch  # the mirror's patch, named here too
 
@@ -30,7 +30,6 @@ def train_job_finished(train_job: Obj) -> bool:
 def remote_train_job_copy(local: Obj, workload_name: str, origin: str) -> Obj:
     """What is created on the worker (CloneObjectMetaForCreation + the spec, managedBy cleared, the
     runtime patch of manager `kueue.x-k8s.io/manager` removed)."""
-    meta = local["metadata"]
     spec = copy.deepcopy(local.get("spec") or {})
     spec.pop("managedBy", None)
     patches = [
@@ -40,19 +39,7 @@ def remote_train_job_copy(local: Obj, workload_name: str, origin: str) -> Obj:
         spec["runtimePatches"] = patches
     else:
         spec.pop("runtimePatches", None)
-    train_job: Obj = {
-        "apiVersion": api.TRAIN_JOB.api_version,
-        "kind": api.TRAIN_JOB.kind,
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "labels": dict(meta.get("labels") or {}),
-            "annotations": dict(meta.get("annotations") or {}),
-        },
-        "spec": spec,
-    }
-    set_multikueue_meta(train_job, workload_name, origin)
-    return train_job
+    return clone_for_creation(api.TRAIN_JOB, local, spec, workload_name, origin)
 
 
 def released_status_patch(local: Obj) -> Obj | None:

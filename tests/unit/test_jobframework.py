@@ -7,6 +7,7 @@ import pytest
 
 from kueue_domain import api
 from worker_agent.integrations import jobframework
+from worker_agent.integrations.appwrapper import AppWrapperIntegration
 from worker_agent.integrations.job import JobIntegration
 from worker_agent.integrations.jobset import JobSetIntegration
 from worker_agent.integrations.kubeflow import (
@@ -37,6 +38,7 @@ KINDS = (
     *KUBEFLOW_KINDS,
     RayJobIntegration,
     RayClusterIntegration,
+    AppWrapperIntegration,
 )
 
 
@@ -54,6 +56,7 @@ KINDS = (
         (MPIJobIntegration, "mpijob", "mpijobs", "mpijob"),
         (RayJobIntegration, "rayjob", "rayjobs", "rayJob"),
         (RayClusterIntegration, "raycluster", "rayclusters", "rayCluster"),
+        (AppWrapperIntegration, "appwrapper", "appwrappers", "appWrapper"),
     ],
 )
 def test_each_kind_keeps_its_controller_informer_and_index_names(kind, controller, informer, prefix):

@@ -935,6 +935,38 @@ def test_trainer_runs_with_its_own_config_shape_tmpdir_and_needs_jobset(tmp_path
     assert both == [k for k in every if k not in ("jobset", "trainer")]
 
 
+def test_appwrapper_runs_without_webhooks_configured_by_a_config_map(tmp_path):
+    """The AppWrapper controller binds its webhook server to the fixed port 9443: it runs with webhooks
+    off, its configuration a ConfigMap in its namespace (written by `prepare` from the file `config`
+    returned), health on the fleet's port, no metrics; `--no-operator appwrapper` leaves it out."""
+    from localfleet.operators import APPWRAPPER
+
+    config = APPWRAPPER.config(29443, 29444, "/certs")
+    assert config["webhooksEnabled"] is False
+    assert config["controllerManager"] == {
+        "metrics": {"bindAddress": "0"},
+        "health": {"bindAddress": "127.0.0.1:29444"},
+        "leaderElection": False,
+    }
+    assert APPWRAPPER.webhooks is None
+    assert APPWRAPPER.env(tmp_path) == {"NAMESPACE": "appwrapper-system"}
+    assert APPWRAPPER.args(None, 29443, 29444, "/certs")[0] == "--config=appwrapper-operator-config"
+    assert APPWRAPPER.ldflags("v1.2.2") == "-s -w -X main.BuildVersion=v1.2.2"
+    (tmp_path / "appwrapper-config.yaml").write_text(yaml.safe_dump(config))
+    applied = []
+
+    class Kubectl:
+        def apply(self, docs):
+            applied.extend(docs)
+
+    APPWRAPPER.prepare(Kubectl(), tmp_path)
+    assert applied[0]["metadata"] == {"name": "appwrapper-operator-config", "namespace": "appwrapper-system"}
+    assert yaml.safe_load(applied[0]["data"]["config.yaml"]) == config
+    assert "appwrapper" in [op.key for op in _fleet_up(tmp_path).operators()]
+    left_out = _fleet_up(tmp_path, left_out=frozenset({"appwrapper"})).operators()
+    assert "appwrapper" not in [op.key for op in left_out]
+
+
 def test_a_conformance_fleet_runs_pods_on_the_manager_and_turns_on_upstreams_e2e_gates(tmp_path):
     """`up --conformance`: kube-scheduler, kwok and nodes on the manager cluster too, and our processes
     with the gates upstream's MultiKueue e2e configurations turn on (read back by the manager)."""

@@ -20,7 +20,14 @@ from worker_agent.webhooks.server import WebhookServer
 __all__ = ["OwnerInformers", "WebhookServer", "agent_lookups", "make_certificates", "setup_webhooks"]
 
 # The owners' kinds the pods' ancestor walk can read from a job integration's informer.
-OWNER_KINDS = (api.JOB, api.LEADER_WORKER_SET, api.JOB_SET, api.TRAIN_JOB, api.STATEFUL_SET)
+OWNER_KINDS = (
+    api.JOB,
+    api.LEADER_WORKER_SET,
+    api.JOB_SET,
+    api.TRAIN_JOB,
+    api.APPWRAPPER,
+    api.STATEFUL_SET,
+)
 
 
 class OwnerInformers(Mapping[api.Resource, Informer]):

@@ -31,6 +31,7 @@ from kueue_domain import workload as wlstatus
 from kueue_domain.config import Configuration
 from worker_agent.integrations import enabled_frameworks
 from worker_agent.webhooks import (
+    appwrapper,
     common,
     convert,
     deployment,
@@ -61,6 +62,7 @@ JOB_WEBHOOKS: dict[str, JobWebhook] = {
     **kubeflow.WEBHOOKS,
     api.FRAMEWORK_RAY_JOB: ray.RAY_JOB_WEBHOOK,
     api.FRAMEWORK_RAY_CLUSTER: ray.RAY_CLUSTER_WEBHOOK,
+    api.FRAMEWORK_APPWRAPPER: appwrapper.WEBHOOK,
 }
 API_TIMEOUT_SECONDS = 5.0
 START_RETRY_SECONDS = 5.0
@@ -81,6 +83,7 @@ OWNER_RESOURCES = {
     # pods -> RayCluster -> RayJob; the submitter pod -> its Job -> RayJob
     api.FRAMEWORK_RAY_JOB: (api.RAY_JOB, api.RAY_CLUSTER, api.JOB),
     api.FRAMEWORK_RAY_CLUSTER: (api.RAY_CLUSTER,),
+    api.FRAMEWORK_APPWRAPPER: (api.APPWRAPPER, api.JOB),  # a component (pods -> Job) -> AppWrapper
 }
 
 
@@ -130,6 +133,8 @@ HOOKS: dict[str, Hook] = {
     api.WEBHOOK_PATH_VALIDATE_RAY_JOB: Hook(api.FRAMEWORK_RAY_JOB, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_RAY_CLUSTER: Hook(api.FRAMEWORK_RAY_CLUSTER, True, ("CREATE",)),
     api.WEBHOOK_PATH_VALIDATE_RAY_CLUSTER: Hook(api.FRAMEWORK_RAY_CLUSTER, False, ("CREATE", "UPDATE")),
+    api.WEBHOOK_PATH_MUTATE_APPWRAPPER: Hook(api.FRAMEWORK_APPWRAPPER, True, ("CREATE",)),
+    api.WEBHOOK_PATH_VALIDATE_APPWRAPPER: Hook(api.FRAMEWORK_APPWRAPPER, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, True, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_VALIDATE_DEPLOYMENT: Hook(api.FRAMEWORK_DEPLOYMENT, False, ("CREATE", "UPDATE")),
     api.WEBHOOK_PATH_MUTATE_STATEFUL_SET: Hook(api.FRAMEWORK_STATEFULSET, True, ("CREATE", "UPDATE")),

@@ -319,3 +319,42 @@ def test_cluster_queue_with_multikueue_and_provisioning_checks_is_inactive():
     )
     only_prov = {"metadata": {"name": "cq"}, "spec": {"admissionChecks": ["prov"]}}
     assert cluster_queue_active_state(only_prov, [], checks)[0] is True
+
+
+# --- the cluster-autoscaler stand-in ------------------------------------------------------------
+
+
+class _Kube:
+    def __init__(self) -> None:
+        self.written: list[dict] = []
+
+    async def replace_status(self, resource, obj):
+        self.written.append(obj)
+        return obj
+
+
+async def _answers(outcome: str, steps: int) -> list[tuple[str, str]]:
+    from localfleet.autoscaler_standin import AutoscalerStandIn
+
+    kube = _Kube()
+    standin = AutoscalerStandIn(kube, outcome, after=0)  # type: ignore[arg-type]
+    pr = request(1)
+    pr["status"] = {}
+    for _ in range(steps):
+        standin.informer.store.upsert(pr)
+        await standin.reconcile("ns/wl-prov-1")
+        pr = kube.written[-1] if kube.written else pr
+    return [(c["type"], c["reason"]) for c in pr["status"]["conditions"]]
+
+
+async def test_standin_answers_as_cluster_autoscaler():
+    assert await _answers("Provisioned", 3) == [
+        ("Accepted", "Accepted"),
+        ("Provisioned", "CapacityIsProvisioned"),
+    ]
+    assert await _answers("Failed", 3) == [("Accepted", "Accepted"), ("Failed", "FailedToBookCapacity")]
+    assert await _answers("BookingExpired", 4) == [
+        ("Accepted", "Accepted"),
+        ("Provisioned", "CapacityIsProvisioned"),
+        ("BookingExpired", "CapacityReservationTimeExpired"),
+    ]

@@ -273,9 +273,8 @@ class ProvisioningController:
                 await self.kube.get(api.POD_TEMPLATE, pt_name, namespace=namespace)
             except NotFound:
                 try:
-                    await self.kube.create(
-                        api.POD_TEMPLATE, self._pod_template(wl, pt_name, merged), namespace=namespace
-                    )
+                    template = self._pod_template(wl, pt_name, merged)  # a flavor conflict fails here
+                    await self.kube.create(api.POD_TEMPLATE, template, namespace=namespace)
                 except Exception as exc:
                     await self._failed(
                         wl, state, api.error_creating_message("PodTemplate", pt_name, _reason(exc)), exc
@@ -358,4 +357,5 @@ class ProvisioningController:
 
 
 def _reason(exc: BaseException) -> str:
-    return str(exc)
+    """What Go's err.Error() of an API error says: the Status message alone."""
+    return getattr(exc, "message", "") or str(exc)

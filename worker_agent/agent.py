@@ -150,7 +150,7 @@ class Agent(ShellProcess):
             )
             self.shell.spawn(
                 self._when_served(requires, informers, controllers, on_leading),
-                name=f"wait-{requires.plural}",
+                name=f"wait-{missing[0].plural}",
             )
         self._deferrable.clear()
 

@@ -2,11 +2,12 @@
 operator there (its Ray dashboard the fleet's stand-in): the copy carries the origin label and the
 prebuilt Workload's name, no pod, Job or RayCluster of it starts on the manager, the worker's whole
 status is mirrored onto the manager's object; the RayJob ends Complete and its Workload Finished;
-deleting the RayCluster on the manager removes the copy."""
+deleting the RayCluster on the manager removes the copy; one evicted on its worker is placed again."""
 
 from __future__ import annotations
 
 import pytest
+from admission_kit import workload
 from multikueue_kit import check_state, condition, eventually, multikueue
 
 from kueue_domain import api
@@ -83,7 +84,7 @@ async def _placed(env, wl_name: str, seconds: float = 60, not_on: str | None = N
     async def ready():
         current = await env.get(env.manager_kube, api.WORKLOAD, wl_name, env.namespace)
         state = check_state(current, env.check)
-        where = current["status"].get("clusterName")
+        where = (current.get("status") or {}).get("clusterName")
         return where if state and state["state"] == "Ready" and where != not_on else None
 
     return await env.wait_for(ready, seconds, wl_name)
@@ -165,3 +166,37 @@ async def test_a_raycluster_runs_on_one_worker_and_its_deletion_removes_the_copy
             ) or None
 
         await eventually(all_gone, timeout=60)
+
+
+async def test_a_raycluster_evicted_on_its_worker_is_placed_again(fleet, kube, namespace):
+    preemption = {"withinClusterQueue": "LowerPriority"}
+    async with multikueue(
+        fleet, kube, namespace, worker_preemption=preemption, frameworks=RAY_FRAMEWORKS, memory="64Gi"
+    ) as env:
+        await kube.create(api.RAY_CLUSTER, ray_cluster("evicted", workers=2), namespace=namespace)
+        name = (await _workload_of(env, "RayCluster", "evicted"))["metadata"]["name"]
+        first = await _placed(env, name)
+        worker_kube = env.worker_kubes[env.clusters[first]]
+        await worker_kube.create(
+            api.WORKLOAD,
+            workload(namespace, "urgent", "main", {"cpu": "4"}, priority=100),
+            namespace=namespace,
+        )
+        second = await _placed(env, name, seconds=90, not_on=first)
+
+        async def copy_runs():
+            copy_ = await env.remote(second, api.RAY_CLUSTER, "evicted")
+            return copy_ if copy_ and copy_["spec"].get("suspend") is False else None
+
+        await eventually(copy_runs, timeout=30)
+
+        async def first_copy_gone():
+            return await env.remote(first, api.RAY_CLUSTER, "evicted") is None or None
+
+        await eventually(first_copy_gone, timeout=60)
+
+        async def ready_again():
+            current = await kube.get(api.RAY_CLUSTER, "evicted", namespace)
+            return current if (current.get("status") or {}).get("state") == "ready" else None
+
+        await env.wait_for(ready_again, 90, name)

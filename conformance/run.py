@@ -70,7 +70,12 @@ def prepare(state: State, out: Path, cluster_profile_crd: Path, bridge: RestartB
     left_out = set(options.get("leftOut") or ())
     operators = [
         k
-        for k, on in (("lws", True), ("jobset", options.get("jobset")), ("ray", "ray" not in left_out))
+        for k, on in (
+            ("lws", True),
+            ("jobset", options.get("jobset")),
+            ("ray", "ray" not in left_out),
+            ("appwrapper", "appwrapper" not in left_out),
+        )
         if on
     ]
     for name, c in clusters.items():

@@ -16,7 +16,6 @@ SHORT_SUITES = ("baseline", "extended")
 # Reasons a spec does not apply, one per missing capability.
 TAS = "TopologyAwareScheduling is not implemented"
 DRA = "DynamicResourceAllocation (ResourceClaimTemplates in Workloads) is not implemented"
-APPWRAPPER = "AppWrapper is not an integration of ours (no AppWrapper controller in the fleet)"
 KUBEFLOW_V1 = "Kubeflow v1 jobs (training-operator) are not an integration of ours"
 MPIJOB = "MPIJob (mpi-operator) is not an integration of ours"
 WORKLOAD_SLICES = "ElasticJobsViaWorkloadSlices (workload slices, elastic jobs) is not implemented"
@@ -78,7 +77,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("extended", "Should sync a LeaderWorkerSet and run replicas on worker cluster"),
     Spec("extended", "Should dispatch all LeaderWorkerSet workloads to the same worker"),
     Spec("extended", "Should run a jobSet on worker if admitted"),
-    Spec("extended", "Should run an appwrapper containing a job on worker if admitted", APPWRAPPER),
+    Spec("extended", "Should run an appwrapper containing a job on worker if admitted"),
     Spec("extended", "Should run a kubeflow PyTorchJob on worker if admitted", KUBEFLOW_V1),
     Spec("extended", "Should run a MPIJob on worker if admitted", MPIJOB),
     Spec("extended", "Should run a TrainJob on worker if admitted"),
@@ -99,7 +98,7 @@ SPECS: tuple[Spec, ...] = (
 
 # The ginkgo labels of the extended suite's operators: its BeforeSuite waits for each operator whose
 # label the filter lets through, so the ones we do not run are filtered out by label as well as by name.
-EXTENDED_LABEL_FILTER = "!feature:appwrapper && !feature:pytorchjob && !feature:mpijob"
+EXTENDED_LABEL_FILTER = "!feature:pytorchjob && !feature:mpijob"
 
 
 def of_suite(suite: str, specs: tuple[Spec, ...] = SPECS) -> list[Spec]:

@@ -75,7 +75,8 @@ async def test_cohort_metrics_follow_queues_cohorts_and_workloads(cluster):
         async def quotas_reported():
             return value(agent, quota, cohort=root, flavor=rf, resource="cpu") == 7
 
-        await eventually(quotas_reported)  # 2 of root's own, 4 of team (a's), 1 lendable of b's 3
+        # root: 2 of its own, team's 4 (a's) and the 1 of b's 3 that b lends.
+        await eventually(quotas_reported)
         assert value(agent, quota, cohort=team, flavor=rf, resource="cpu") == 4
         assert value(agent, "kueue_cohort_info", cohort=team, parent_cohort=root, root_cohort=root) == 1
         assert value(agent, "kueue_cohort_info", cohort=root, parent_cohort="", root_cohort=root) == 1
@@ -85,13 +86,21 @@ async def test_cohort_metrics_follow_queues_cohorts_and_workloads(cluster):
         await cluster.create(workload(ns, "wl", "main", {"cpu": "1500m"}))
 
         async def reserved():
-            return value(agent, reservations, cohort=root, flavor=rf, resource="cpu") == 1.5
+            return (
+                value(agent, reservations, cohort=root, flavor=rf, resource="cpu") == 1.5
+                and value(agent, reservations, cohort=team, flavor=rf, resource="cpu") == 1.5
+            )
 
         await eventually(reserved)
-        assert value(agent, reservations, cohort=team, flavor=rf, resource="cpu") == 1.5
         admitted_total = "kueue_cohort_subtree_admitted_workloads_total"
-        assert value(agent, admitted_total, cohort=team, priority_class="") == 1
-        assert value(agent, admitted_total, cohort=root, priority_class="") == 1
+
+        async def counted():
+            return (
+                value(agent, admitted_total, cohort=team, priority_class="") == 1
+                and value(agent, admitted_total, cohort=root, priority_class="") == 1
+            )
+
+        await eventually(counted)
 
         async def active_counted():
             active = "kueue_cohort_subtree_admitted_active_workloads"

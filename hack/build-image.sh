@@ -69,4 +69,6 @@ fi
   --volume "$CA:/etc/ssl/certs/ca-certificates.crt:ro" -t "$IMAGE" .
 rm -f "$OUT"
 "${B[@]}" push --quiet "$IMAGE" "docker-archive:$OUT:$IMAGE"
+# The image this replaced, if any, is now untagged: removed, so that storage does not grow build by build.
+"${B[@]}" rmi --prune >/dev/null 2>&1 || true
 echo "build-image: $IMAGE built with buildah into $OUT in $((SECONDS - t0))s"

@@ -33,7 +33,8 @@ from fleet_kit import (
 
 from localfleet import nodehost, realnodes
 
-pytestmark = pytest.mark.realcluster
+# The fixture builds nothing (hack/run-tests.sh builds first), but a first `make image` makes its base.
+pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(900)]
 SKIP_ENV = "KF_SKIP_REAL_NODES"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import decimal
 import difflib
 import ipaddress
 import re
@@ -48,6 +49,7 @@ DEFAULT_BACKOFF_MAX_SECONDS = 3600
 DEFAULT_FRAMEWORKS = ("batch/job",)
 DEFAULT_FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 DEFAULT_MULTIKUEUE_GC_INTERVAL = 60.0
+DEFAULT_AFS_SAMPLING_INTERVAL = 300.0
 DEFAULT_MULTIKUEUE_ORIGIN = "multikueue"
 DEFAULT_MULTIKUEUE_WORKER_LOST_TIMEOUT = 900.0
 DEFAULT_MULTIKUEUE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
@@ -335,6 +337,17 @@ class FairSharing:
 
 
 @dataclass(frozen=True)
+class AdmissionFairSharing:
+    """`admissionFairSharing` (with the AdmissionFairSharing gate on): usageHalfLifeTime (no
+    default: 0 resets the consumed usage at every sample), usageSamplingInterval (default 5m) and
+    resourceWeights (a resource not named weighs 1)."""
+
+    half_life_seconds: float = 0.0
+    sampling_interval_seconds: float = DEFAULT_AFS_SAMPLING_INTERVAL
+    resource_weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class WorkloadRetention:
     """`objectRetentionPolicies.workloads` (ObjectRetentionPolicies): seconds after a Workload's
     Finished condition before it is deleted, and after Kueue deactivated it (Evicted with a
@@ -365,6 +378,8 @@ class Configuration:
     external_frameworks: tuple[str, ...] = ()
     label_keys_to_copy: tuple[str, ...] = ()
     fair_sharing: FairSharing | None = None
+    # `admissionFairSharing` as written (see `admission_fair_sharing_enabled`).
+    admission_fair_sharing: AdmissionFairSharing | None = None
     workload_retention: WorkloadRetention = field(default_factory=WorkloadRetention)
     # `tls`, as written (see `server_tls`).
     tls: TLSOptions | None = None
@@ -401,6 +416,14 @@ class Configuration:
         """The TLS settings our servers (webhooks, metrics, visibility API) apply: `tls` while the
         TLSOptions gate is on (upstream's default)."""
         return self.tls if self.features.enabled("TLSOptions") else None
+
+    @property
+    def admission_fair_sharing_enabled(self) -> AdmissionFairSharing | None:
+        """`admissionFairSharing` while the AdmissionFairSharing gate is on (upstream's
+        afs.Enabled), else None."""
+        if self.admission_fair_sharing is None or not self.features.enabled(features.ADMISSION_FAIR_SHARING):
+            return None
+        return self.admission_fair_sharing
 
     @property
     def pod_integration_enabled(self) -> bool:
@@ -450,6 +473,7 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
     frameworks = _parse_frameworks(integrations, problems, warnings)
 
     fair_sharing = _parse_fair_sharing(data, problems)
+    admission_fair_sharing = _parse_admission_fair_sharing(data, problems)
     workload_retention = _parse_workload_retention(data, problems)
     tls, tls_problems = parse_tls_options(data.get("tls"))
     problems.extend(tls_problems)
@@ -483,6 +507,7 @@ def parse_config(data: Any, source: str = "<config>") -> Configuration:
         external_frameworks=tuple(integrations.get("externalFrameworks") or ()),
         label_keys_to_copy=tuple(integrations.get("labelKeysToCopy") or ()),
         fair_sharing=fair_sharing,
+        admission_fair_sharing=admission_fair_sharing,
         workload_retention=workload_retention,
         tls=tls,
         visibility_bind_address=visibility_bind_address,
@@ -607,6 +632,74 @@ def _parse_fair_sharing(data: dict[str, Any], problems: list[str]) -> FairSharin
             )
         fair_sharing = FairSharing(strategies)
     return fair_sharing
+
+
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration.String() of a whole number of nanoseconds ("1h0m0s", "-5m0s", "1.5s")."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    sign, nanos = ("-" if nanos < 0 else ""), abs(nanos)
+    if nanos < 10**9:
+        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
+            if nanos >= size or unit == "ns":
+                return sign + _go_fraction(nanos, size) + unit
+    hours, rest = divmod(nanos, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    text = _go_fraction(rest, 10**9) + "s"
+    if hours or minutes:
+        text = f"{minutes}m" + text
+    if hours:
+        text = f"{hours}h" + text
+    return sign + text
+
+
+def _go_fraction(value: int, unit: int) -> str:
+    whole, frac = divmod(value, unit)
+    if not frac:
+        return str(whole)
+    digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"
+
+
+def _go_json_float(value: float) -> str:
+    """encoding/json's form of a float64 (-1, -0.5, 1e-07)."""
+    if value == int(value) and abs(value) < 1e21:
+        return str(int(value))
+    if 1e-6 <= abs(value) < 1e21:
+        return format(decimal.Decimal(repr(value)), "f")
+    mantissa, _, exponent = repr(value).partition("e")
+    return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0')}"
+
+
+def _parse_admission_fair_sharing(data: dict[str, Any], problems: list[str]) -> AdmissionFairSharing | None:
+    """`admissionFairSharing` defaulted and validated as upstream's (pkg/config/validation.go,
+    with its messages: the usageSamplingInterval message shows usageHalfLifeTime's value, as
+    upstream's does)."""
+    raw = data.get("admissionFairSharing")
+    if raw is None:
+        return None
+    half_life = parse_duration(raw.get("usageHalfLifeTime", "0s"))
+    sampling = parse_duration(raw.get("usageSamplingInterval", "0s")) or DEFAULT_AFS_SAMPLING_INTERVAL
+    weights = {name: float(w) for name, w in (raw.get("resourceWeights") or {}).items()}
+    path = "admissionFairSharing"
+    if half_life < 0:
+        problems.append(
+            f'{path}.usageHalfLifeTime: Invalid value: "{go_duration(half_life)}": '
+            "must be greater than or equal to 0"
+        )
+    if sampling <= 0:
+        problems.append(
+            f'{path}.usageSamplingInterval: Invalid value: "{go_duration(half_life)}": must be greater than 0'
+        )
+    weights_json = "{" + ",".join(f'"{n}":{_go_json_float(w)}' for n, w in sorted(weights.items())) + "}"
+    for name, weight in sorted(weights.items()):
+        if weight < 0:
+            problems.append(
+                f"{path}.resourceWeights[{name}]: Invalid value: {weights_json}: "
+                "must be greater than or equal to 0"
+            )
+    return AdmissionFairSharing(half_life, sampling, weights)
 
 
 def _parse_workload_retention(data: dict[str, Any], problems: list[str]) -> WorkloadRetention:

@@ -73,11 +73,13 @@ GATES: dict[str, Gate] = {
     g.name: g
     for g in (
         Gate(
-            "AdmissionFairSharing",
+            ADMISSION_FAIR_SHARING,
             True,
             BETA,
-            behaviour=ABSENT,
-            effect="admissionFairSharing in the Configuration",
+            honoured=f"{_AGENT}: queues, scheduler, LocalQueue status",
+            effect="with the Configuration's admissionFairSharing: LocalQueue usage decayed into "
+            "status.fairSharing.admissionFairSharingStatus; a UsageBasedAdmissionFairSharing "
+            "ClusterQueue admits from the LocalQueue with the lowest usage first",
         ),
         Gate("AdmissionGatedBy", True, BETA, effect="the kueue.x-k8s.io/admission-gated-by annotation"),
         Gate(

@@ -52,4 +52,7 @@ RESOURCE_TRANSFORMATION_RETAIN = "Retain"
 RESOURCE_TRANSFORMATION_REPLACE = "Replace"
 QUOTA_CHECK_BLOCK_UNDECLARED = "BlockUndeclared"
 QUOTA_CHECK_IGNORE_UNDECLARED = "IgnoreUndeclared"
+# ClusterQueue spec.admissionScope.admissionMode (Admission Fair Sharing)
+ADMISSION_MODE_USAGE_BASED = "UsageBasedAdmissionFairSharing"
+ADMISSION_MODE_NONE = "NoAdmissionFairSharing"
 DEFAULT_KUEUE_NAMESPACE = "kueue-system"

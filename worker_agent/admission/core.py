@@ -12,6 +12,7 @@ from kube_runtime.events import EventRecorder
 from kueue_domain import api, features
 from kueue_domain.config import Configuration
 from worker_agent.engine import QueueManager, Scheduler, SchedulerConfig, Snapshot
+from worker_agent.engine.admissionfairsharing import AfsConfig, UsageLedger
 from worker_agent.engine.cohortstats import cluster_queue_ancestors
 
 Obj = dict[str, Any]
@@ -39,7 +40,14 @@ class AdmissionCore:
             else api.REQUEUING_TIMESTAMP_EVICTION
         )
         self.snapshot = Snapshot()
-        self.queues = QueueManager()
+        afs = config.admission_fair_sharing_enabled
+        # Admission Fair Sharing's LocalQueue usage (upstream's AfsUsageLedger), when enabled.
+        self.afs_ledger: UsageLedger | None = (
+            UsageLedger(AfsConfig(afs.half_life_seconds, afs.sampling_interval_seconds, afs.resource_weights))
+            if afs is not None
+            else None
+        )
+        self.queues = QueueManager(afs_ledger=self.afs_ledger)
         self.scheduler_config = SchedulerConfig(
             fair_sharing=config.fair_sharing is not None,
             fair_sharing_strategies=(

@@ -9,6 +9,7 @@ from typing import Any
 from kube_runtime.informer import object_key
 from kueue_domain import api
 from kueue_domain import workload as wlstatus
+from worker_agent.admission.afs import AdmissionFairSharingEvents
 from worker_agent.admission.core import Obj
 from worker_agent.admission.informers import (
     INDEX_CLUSTER_QUEUE,
@@ -16,11 +17,10 @@ from worker_agent.admission.informers import (
     INDEX_QUEUE,
     on_spec_change,
 )
-from worker_agent.admission.lookups import WorkloadLookups
 from worker_agent.engine.workloads import holds_quota
 
 
-class EventRouting(WorkloadLookups):
+class EventRouting(AdmissionFairSharingEvents):
     """The informers' handlers. Reads the flush (request_flush), the structure (structure_dirty)
     and the pending writes (_forget_pending_write, _applied) of `AdmissionState`."""
 
@@ -92,6 +92,7 @@ class EventRouting(WorkloadLookups):
 
     def _on_local_queue(self, obj: Obj) -> None:
         key = object_key(obj)
+        self._afs_local_queue(obj)
         for wl in self.workloads.by_index(INDEX_QUEUE, key):
             self._route_workload(None, wl)
             self._notify_wl(object_key(wl))
@@ -102,6 +103,7 @@ class EventRouting(WorkloadLookups):
 
     def _on_local_queue_deleted(self, obj: Obj) -> None:
         key = object_key(obj)
+        self._afs_local_queue(obj, deleted=True)
         for wl in self.workloads.by_index(INDEX_QUEUE, key):
             if not holds_quota(wl):
                 self.queues.delete(object_key(wl))
@@ -136,6 +138,7 @@ class EventRouting(WorkloadLookups):
 
     def _on_workload(self, old: Obj | None, new: Obj) -> None:
         self._route_workload(old, new)
+        self._afs_workload(old, new)
         self._admitted_elsewhere(old, new)
         key = object_key(new)
         self._notify_wl(key)
@@ -163,6 +166,7 @@ class EventRouting(WorkloadLookups):
         self._forget_pending_write(key)
         self._applied.pop(key, None)
         self._own_admissions.discard(key)
+        self._afs_workload_gone(obj)
         cq = info.cluster_queue if info is not None else self.cluster_queue_for(obj)
         if cq:
             self.request_flush([cq])

@@ -105,9 +105,12 @@ class SnapshotStructure(AdmissionInformers):
             states[name] = state
             if name in snapshot.cluster_queues:
                 snapshot.cluster_queues[name].active = state[0]
+            spec = obj.get("spec") or {}
             self.queues.ensure(
                 name,
-                (obj.get("spec") or {}).get("queueingStrategy") or api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO,
+                spec.get("queueingStrategy") or api.QUEUEING_STRATEGY_BEST_EFFORT_FIFO,
+                usage_based=(spec.get("admissionScope") or {}).get("admissionMode")
+                == api.ADMISSION_MODE_USAGE_BASED,
             )
         changed = {n for n in set(states) | set(self.cq_states) if states.get(n) != self.cq_states.get(n)}
         self.cq_states = states

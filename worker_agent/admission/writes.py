@@ -11,7 +11,7 @@ from kube_runtime.client import KubeClientError, NotFound
 from kube_runtime.ratelimit import HIGH
 from kueue_domain import api
 from kueue_domain import workload as wlstatus
-from worker_agent.admission.lookups import WorkloadLookups
+from worker_agent.admission.afs import AdmissionFairSharingEvents
 from worker_agent.engine.scheduler import Admit, Preempt
 from worker_agent.engine.workloads import holds_quota
 
@@ -22,7 +22,7 @@ MAX_PARALLEL_PREEMPTIONS = 8
 DECISION_WRITE_SLOTS = 32
 
 
-class DecisionWrites(WorkloadLookups):
+class DecisionWrites(AdmissionFairSharingEvents):
     """Writes an admission (quota reservation, admission checks) or an eviction, with its metrics
     and Events. Reads the pending writes (_forget_pending_write) of `AdmissionState`."""
 
@@ -63,6 +63,8 @@ class DecisionWrites(WorkloadLookups):
                 self.wake.set()
         if not ok:
             self.assumed.discard(key)
+            if cached is not None:
+                self._afs_workload_gone(cached)
             info = self.snapshot.remove_workload(key)
             if self.metrics is not None:
                 self.metrics.admission_attempt("inadmissible", elapsed)

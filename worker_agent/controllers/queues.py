@@ -14,7 +14,7 @@ import structlog
 from kube_runtime.apply import apply_status_if_changed, set_finalizer
 from kube_runtime.client import KubeClient, NotFound
 from kube_runtime.clock import Clock
-from kube_runtime.conditions import find_status_condition, set_status_condition
+from kube_runtime.conditions import find_status_condition, format_time, set_status_condition
 from kube_runtime.controller import Result
 from kueue_domain import api
 from kueue_domain import workload as wlstatus
@@ -22,6 +22,7 @@ from kueue_domain.resources import format_amount
 from worker_agent.admission import INDEX_CLUSTER_QUEUE, INDEX_PRIORITY_CLASS, AdmissionState
 from worker_agent.cohort_metrics import CohortMetrics
 from worker_agent.engine import ClusterQueue, dominant_resource_share
+from worker_agent.engine.admissionfairsharing import amounts_from_api, amounts_to_api
 
 log = structlog.get_logger("worker_agent.queues")
 
@@ -327,13 +328,45 @@ class QueueStatusControllers:
                 namespace, _, name = key.partition("/")
                 self.metrics.clear_local_queue(namespace, name)
             return None
+        status = self.local_queue_status(lq)
+        requeue_after = self._admission_fair_sharing_status(key, lq, status)
         try:
-            await apply_status_if_changed(
-                self.kube, api.LOCAL_QUEUE, lq, self.local_queue_status(lq), FIELD_MANAGER_QUEUES
-            )
+            await apply_status_if_changed(self.kube, api.LOCAL_QUEUE, lq, status, FIELD_MANAGER_QUEUES)
         except NotFound:
             return None
-        return None
+        return Result(requeue_after=requeue_after) if requeue_after is not None else None
+
+    def _admission_fair_sharing_status(self, key: str, lq: Obj, status: Obj) -> float | None:
+        """`status.fairSharing.admissionFairSharingStatus` of an active LocalQueue while Admission
+        Fair Sharing is on, as upstream's LocalQueue controller keeps it: the persisted
+        consumedResources taken in once, then every usageSamplingInterval (and at every reconcile
+        while an entry penalty waits to be settled) decayed towards the queue's admitted usage,
+        with lastUpdate. Returns when to come back."""
+        previous = (lq.get("status") or {}).get("fairSharing")
+        if previous is not None:
+            status["fairSharing"] = previous  # kept as written until the next sample
+        ledger = self.state.afs_ledger
+        active = find_status_condition(status.get("conditions"), api.CONDITION_ACTIVE) or {}
+        if ledger is None or active.get("status") != "True":
+            return None
+        now = self.clock.now()
+        written = (previous or {}).get("admissionFairSharingStatus") or None
+        existed = ledger.seed(
+            key, amounts_from_api(written.get("consumedResources")) if written else None, now.timestamp()
+        )
+        wait = ledger.due_in(key, existed, now.timestamp())
+        if wait is not None:
+            return wait
+        cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
+        consumed = ledger.sample(key, self.state.afs_admitted_usage(key, cq_name), now.timestamp())
+        status["fairSharing"] = {
+            "weightedShare": int((previous or {}).get("weightedShare") or 0),
+            "admissionFairSharingStatus": {
+                "consumedResources": amounts_to_api(consumed),
+                "lastUpdate": format_time(now),
+            },
+        }
+        return ledger.config.sampling_interval_seconds
 
     # -- ResourceFlavor and AdmissionCheck finalizers ---------------------------------------------
 

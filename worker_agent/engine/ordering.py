@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from kueue_domain import api
 
+from .admissionfairsharing import UsageLedger
 from .snapshot import Snapshot
 from .workloads import WorkloadInfo
 
@@ -26,6 +27,10 @@ REQUEUE_LONG_BATCH_SECONDS = 10.0
 def queue_order_key(wl: WorkloadInfo) -> tuple:
     """Heap order: higher priority, then earlier queue-order timestamp, then UID."""
     return (-wl.priority, wl.order_time, wl.uid or wl.key)
+
+
+def local_queue_key(wl: WorkloadInfo) -> str:
+    return f"{wl.namespace}/{wl.queue_name}"
 
 
 def backoff_expired(wl: WorkloadInfo, now: float) -> bool:
@@ -71,6 +76,38 @@ class ClusterQueuePending:
         self._released_keys: set[str] = set()
         self._flush_now = 0.0
         self._flush_filter = None
+        # Admission Fair Sharing (a UsageBasedAdmissionFairSharing ClusterQueue): the LocalQueue's
+        # usage comes first in the order; the heaps are sorted again when a usage changed.
+        self.ledger: UsageLedger | None = None
+        self._ledger_version = -1
+
+    def _key(self, wl: WorkloadInfo) -> tuple:
+        if self.ledger is None:
+            return queue_order_key(wl)
+        return (self.ledger.usage(local_queue_key(wl)), *queue_order_key(wl))
+
+    def set_ledger(self, ledger: UsageLedger | None) -> None:
+        """Order by LocalQueue usage (Admission Fair Sharing) with `ledger`, or not with None."""
+        if ledger is not self.ledger:
+            self.ledger = ledger
+            self._resort()
+
+    def _resort(self) -> None:
+        """Every heap again with current keys (stale entries dropped)."""
+        self._ledger_version = self.ledger.version if self.ledger is not None else -1
+
+        def rebuilt(heap: list, seqs: dict[str, int], items: dict[str, WorkloadInfo]) -> list:
+            out = [(self._key(items[k]), seq, k) for _, seq, k in heap if seqs.get(k) == seq and k in items]
+            heapq.heapify(out)
+            return out
+
+        self._heap = rebuilt(self._heap, self._entry_seq, self.items)
+        self._parked = rebuilt(self._parked, self._parked_seq, self.inadmissible)
+        self._released = rebuilt(self._released, self._parked_seq, self.inadmissible)
+
+    def _usage_current(self) -> None:
+        if self.ledger is not None and self.ledger.version != self._ledger_version:
+            self._resort()
 
     @property
     def best_effort(self) -> bool:
@@ -93,7 +130,7 @@ class ClusterQueuePending:
         seq = next(self._seq)
         self._entry_seq[wl.key] = seq
         self.items[wl.key] = wl
-        heapq.heappush(self._heap, (queue_order_key(wl), seq, wl.key))
+        heapq.heappush(self._heap, (self._key(wl), seq, wl.key))
         if self.best_effort:
             self._by_hash.setdefault(wl.scheduling_hash(), set()).add(wl.key)
 
@@ -116,7 +153,7 @@ class ClusterQueuePending:
         seq = next(self._seq)
         self.inadmissible[wl.key] = wl
         self._parked_seq[wl.key] = seq
-        heapq.heappush(self._parked, (queue_order_key(wl), seq, wl.key))
+        heapq.heappush(self._parked, (self._key(wl), seq, wl.key))
         released = len(self._released_keys)
         self._parked = _compacted(self._parked, self._parked_seq, len(self.inadmissible) - released)
         self._released = _compacted(self._released, self._parked_seq, released)
@@ -160,11 +197,18 @@ class ClusterQueuePending:
         return True
 
     def _sort_first(self) -> str | None:
-        if self.best_effort and self.preemptor_key in self.items:
+        self._usage_current()
+        sticky = self.best_effort and self.preemptor_key in self.items
+        if sticky and self.ledger is None:
             return self.preemptor_key
         while self._release_next():
             pass
         head = self._top(self._heap, self._entry_seq)
+        if sticky and head is not None:
+            # With Admission Fair Sharing the LocalQueue's usage comes before the pending preemptor.
+            preemptor = self.items[self.preemptor_key]  # type: ignore[index]
+            if self._key(preemptor)[0] <= head[0][0]:
+                return self.preemptor_key
         return head[2] if head is not None else None
 
     # -- operations ------------------------------------------------------------------------------
@@ -266,7 +310,10 @@ class ClusterQueuePending:
         if self.inflight is not None and self.inflight.key not in self.items:
             pending.append(self.inflight)
         sticky = self.preemptor_key if self.best_effort and self.preemptor_key in self.items else None
-        pending.sort(key=lambda wl: (wl.key != sticky, queue_order_key(wl)))
+        if self.ledger is not None:
+            pending.sort(key=lambda wl: (self._key(wl)[0], wl.key != sticky, queue_order_key(wl)))
+        else:
+            pending.sort(key=lambda wl: (wl.key != sticky, queue_order_key(wl)))
         return pending
 
     def get(self, key: str) -> WorkloadInfo | None:
@@ -294,13 +341,19 @@ class ClusterQueuePending:
 class QueueManager:
     """All ClusterQueues' pending structures, with the pop-one-head-per-CQ step of a scheduling cycle."""
 
-    def __init__(self) -> None:
+    def __init__(self, afs_ledger: UsageLedger | None = None) -> None:
         self.queues: dict[str, ClusterQueuePending] = {}
         self._where: dict[str, str] = {}
+        # Admission Fair Sharing (gate on and `admissionFairSharing` configured): the LocalQueues'
+        # usage, read by the ClusterQueues whose admission mode is UsageBasedAdmissionFairSharing.
+        self.afs_ledger = afs_ledger
 
-    def ensure(self, cq_name: str, strategy: str | None = None) -> ClusterQueuePending:
+    def ensure(
+        self, cq_name: str, strategy: str | None = None, usage_based: bool | None = None
+    ) -> ClusterQueuePending:
         """The pending structure of a CQ; `strategy` (when given) sets its queueing strategy. Pushes
-        and requeues pass none, so they never reset a StrictFIFO queue to the default."""
+        and requeues pass none, so they never reset a StrictFIFO queue to the default. `usage_based`
+        (when given) says whether it orders by LocalQueue usage (Admission Fair Sharing)."""
         queue = self.queues.get(cq_name)
         if queue is None:
             queue = self.queues[cq_name] = ClusterQueuePending(
@@ -308,6 +361,8 @@ class QueueManager:
             )
         elif strategy is not None:
             queue.strategy = strategy
+        if usage_based is not None:
+            queue.set_ledger(self.afs_ledger if usage_based else None)
         return queue
 
     def push(self, wl: WorkloadInfo, now: float = 0.0) -> None:

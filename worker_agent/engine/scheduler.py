@@ -18,6 +18,7 @@ from kueue_domain import api
 from kueue_domain.resources import FlavorResource
 
 from . import gang as gangs
+from .admissionfairsharing import base_amounts
 from .fairsharing import dominant_resource_share
 from .flavorassigner import Assignment, Mode, assign_flavors
 from .ordering import QueueManager
@@ -163,6 +164,7 @@ class Scheduler:
         self._nominations: dict[str, tuple[WorkloadInfo, int, Assignment, list[Target]]] = {}
         self._next_nominations: dict[str, tuple[WorkloadInfo, int, Assignment, list[Target]]] = {}
         self.nominations_reused = 0
+        self.now = 0.0  # the current cycle's time
 
     def observe_removed(self, key: str) -> None:
         """The victim's reservation is gone (or the workload is deleted): forget the expectation."""
@@ -178,6 +180,7 @@ class Scheduler:
         """One cycle. `namespace_labels` maps namespace -> labels; when given, a missing namespace is
         Misconfigured. Without it every namespace is treated as having no labels."""
         self.cycle += 1
+        self.now = now
         snapshot = self.snapshot
         active = [name for name, cq in snapshot.cluster_queues.items() if cq.active]
         heads = self.queues.heads(active)
@@ -452,8 +455,25 @@ class Scheduler:
         if entry.gang is not None:
             for member in entry.gang.workloads:
                 self._assume(member, gangs.own_admission(admission, member), result)
+                self._push_entry_penalty(member, cq)
             return
         self._assume(wl, admission, result)
+        self._push_entry_penalty(wl, cq)
+
+    def _push_entry_penalty(self, wl: WorkloadInfo, cq: ClusterQueue) -> None:
+        """Admission Fair Sharing: an admission in a UsageBasedAdmissionFairSharing ClusterQueue
+        adds its requests times the sampling alpha to its LocalQueue's usage at once, until the
+        Workload is Admitted and the penalty is folded into the consumed usage."""
+        ledger = self.queues.afs_ledger
+        if ledger is None or cq.admission_mode != api.ADMISSION_MODE_USAGE_BASED:
+            return
+        requests: dict[str, int] = {}
+        for ps in wl.podsets:
+            for name, amount in ps.total.items():
+                requests[name] = requests.get(name, 0) + amount
+        if self.config.quota_check_strategy == api.QUOTA_CHECK_IGNORE_UNDECLARED:
+            requests = {name: v for name, v in requests.items() if name in cq.rg_by_resource}
+        ledger.push_penalty(f"{wl.namespace}/{wl.queue_name}", wl.key, base_amounts(requests), self.now)
 
     def _issue_preemptions(self, entry: _Entry, result: CycleResult) -> None:
         """The preemptor's evictions of its victims not yet being evicted (the caller holds its usage)."""

@@ -360,8 +360,11 @@ class ClusterQueue(QuotaNode):
         admission_checks: tuple[tuple[str, tuple[str, ...]], ...] = (),
         stop_policy: str = api.STOP_POLICY_NONE,
         fair_weight: Fraction = Fraction(1),
+        admission_mode: str = "",
     ) -> None:
         super().__init__(name, quotas, fair_weight)
+        # spec.admissionScope.admissionMode (UsageBasedAdmissionFairSharing or NoAdmissionFairSharing).
+        self.admission_mode = admission_mode
         self.resource_groups = resource_groups
         self.rg_by_resource: dict[str, ResourceGroup] = {
             rname: rg for rg in resource_groups for rname in rg.covered_resources
@@ -400,6 +403,7 @@ class ClusterQueue(QuotaNode):
             admission_checks=tuple(checks),
             stop_policy=spec.get("stopPolicy") or api.STOP_POLICY_NONE,
             fair_weight=_fair_weight(spec),
+            admission_mode=(spec.get("admissionScope") or {}).get("admissionMode") or "",
         )
 
     def quota_for(self, fr: FlavorResource) -> ResourceQuota:

@@ -359,6 +359,13 @@ METRICS: tuple[MetricDef, ...] = (
     ),
     _def("kueue_local_queue_resource_reservation", GAUGE, _LQ_RESOURCE, "Quota reserved by workloads."),
     _def("kueue_local_queue_resource_usage", GAUGE, _LQ_RESOURCE, "Quota used by admitted workloads."),
+    _def(
+        "kueue_local_queue_admission_fair_sharing_usage",
+        GAUGE,
+        (LQ_NAME, LQ_NAMESPACE, CLUSTER_QUEUE, REPLICA_ROLE),
+        "Admission Fair Sharing usage: resource-weighted consumed resources plus pending penalties, "
+        "divided by the LocalQueue's weight.",
+    ),
     # Ours: the engine's work.
     _def("kueue_worker_agent_scheduling_cycles_total", COUNTER, (), "Scheduling cycles the engine ran."),
     _def(
@@ -725,6 +732,14 @@ class Metrics:
         reservation = resource_value(resource, reserved)
         self._metrics["kueue_local_queue_resource_reservation"].labels(*labels).set(reservation)
         self._metrics["kueue_local_queue_resource_usage"].labels(*labels).set(resource_value(resource, used))
+
+    def report_local_queue_afs_usage(
+        self, namespace: str, name: str, cluster_queue: str, usage: float
+    ) -> None:
+        """The LocalQueue's Admission Fair Sharing usage, at each sample of its consumed resources."""
+        self._metrics["kueue_local_queue_admission_fair_sharing_usage"].labels(
+            name, namespace, cluster_queue, self.replica_role
+        ).set(usage)
 
     def clear_local_queue(self, namespace: str, name: str) -> None:
         """Remove every series of a deleted LocalQueue."""

@@ -90,6 +90,10 @@ EXPECTED = {
     ),
     "kueue_local_queue_resource_reservation": ("gauge", LQ_RESOURCE),
     "kueue_local_queue_resource_usage": ("gauge", LQ_RESOURCE),
+    "kueue_local_queue_admission_fair_sharing_usage": (
+        "gauge",
+        ["name", "namespace", "cluster_queue", "replica_role"],
+    ),
     "kueue_worker_agent_scheduling_cycles_total": ("counter", []),
     "kueue_worker_agent_scheduling_decisions_total": ("counter", []),
     "kueue_worker_agent_engine_cpu_seconds_total": ("counter", []),
@@ -467,6 +471,7 @@ def fill_cluster_queue(metrics: Metrics, cq: str) -> None:
     metrics.pods_ready_to_evicted(cq, 1, "Preempted")
     metrics.preempted(cq, "InClusterQueue")
     metrics.report_cluster_queue_info(cq, "team", "team")
+    metrics.report_local_queue_afs_usage("ns", "lq", cq, 1.5)
 
 
 def test_clear_cluster_queue_removes_all_its_series(registry: CollectorRegistry, metrics: Metrics):
@@ -501,6 +506,7 @@ def fill_local_queue(metrics: Metrics, namespace: str, name: str) -> None:
     metrics.local_queue_admitted_until_ready(namespace, name, 1)
     metrics.local_queue_finished(namespace, name)
     metrics.local_queue_evicted(namespace, name, "Preempted")
+    metrics.report_local_queue_afs_usage(namespace, name, "cq", 0.25)
 
 
 def test_clear_local_queue_removes_only_that_queues_series(registry: CollectorRegistry, metrics: Metrics):

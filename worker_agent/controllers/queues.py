@@ -359,6 +359,9 @@ class QueueStatusControllers:
             return wait
         cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
         consumed = ledger.sample(key, self.state.afs_admitted_usage(key, cq_name), now.timestamp())
+        if self.metrics is not None:
+            namespace, _, name = key.partition("/")
+            self.metrics.report_local_queue_afs_usage(namespace, name, cq_name, ledger.usage(key))
         status["fairSharing"] = {
             "weightedShare": int((previous or {}).get("weightedShare") or 0),
             "admissionFairSharingStatus": {

@@ -6,13 +6,15 @@ Every search simulates victims' removal on the snapshot's usage and restores it 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kueue_domain import api
 from kueue_domain.resources import FlavorResource
 
+from .admissionfairsharing import UsageLedger
 from .fairsharing import Share, dominant_resource_share
 from .flavorassigner import Assignment, PreemptionMode
 from .snapshot import (
@@ -93,6 +95,28 @@ def candidate_order_key(preemptor_cq: str):
     return key
 
 
+def candidate_sort_key(preemptor_cq: str, usage_of: Callable[[WorkloadInfo], float | None] | None):
+    """`candidate_order_key` as a sort key, with upstream's Admission Fair Sharing criterion
+    between the ClusterQueue criterion and the priority: of two workloads of one ClusterQueue in
+    different LocalQueues, each with a usage (a UsageBasedAdmissionFairSharing ClusterQueue), the
+    one whose LocalQueue has the higher usage goes first (pkg/scheduler/preemption/common)."""
+    base = candidate_order_key(preemptor_cq)
+    if usage_of is None:
+        return base
+
+    def compare(a: WorkloadInfo, b: WorkloadInfo) -> int:
+        ka, kb = base(a), base(b)
+        if ka[:2] != kb[:2]:
+            return -1 if ka[:2] < kb[:2] else 1
+        if a.cluster_queue == b.cluster_queue and a.queue_name != b.queue_name:
+            ua, ub = usage_of(a), usage_of(b)
+            if ua is not None and ub is not None and ua != ub:
+                return -1 if ua > ub else 1
+        return (ka[2:] > kb[2:]) - (ka[2:] < kb[2:])
+
+    return functools.cmp_to_key(compare)
+
+
 class _Simulation:
     """Remove workloads' usage from the snapshot and put it back."""
 
@@ -130,12 +154,28 @@ class Preemptor:
             api.FAIR_SHARING_LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
             api.FAIR_SHARING_LESS_THAN_INITIAL_SHARE,
         ),
+        afs_ledger: UsageLedger | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.afs_ledger = afs_ledger
         self.fair_sharing = fair_sharing
         self.strategies = tuple(fair_sharing_strategies)
         # Searches of the current `snapshot_unchanged` block, by (workload, ClusterQueue, requests).
         self._searches: dict[tuple, list[Target]] | None = None
+
+    def _afs_usage_of(self) -> Callable[[WorkloadInfo], float | None] | None:
+        """A workload's LocalQueue usage when its ClusterQueue is UsageBasedAdmissionFairSharing."""
+        ledger = self.afs_ledger
+        if ledger is None:
+            return None
+
+        def usage_of(wl: WorkloadInfo) -> float | None:
+            cq = self.snapshot.cluster_queues.get(wl.cluster_queue)
+            if cq is None or cq.admission_mode != api.ADMISSION_MODE_USAGE_BASED:
+                return None
+            return ledger.usage(f"{wl.namespace}/{wl.queue_name}")
+
+        return usage_of
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -269,7 +309,7 @@ class Preemptor:
                 previous = root
         if not (same or hierarchy or priority):
             return []
-        key = candidate_order_key(cq.name)
+        key = candidate_sort_key(cq.name, self._afs_usage_of())
         for group in (hierarchy, priority, same):
             group.sort(key=lambda c: key(c.wl))
         candidates = [c for group in (hierarchy, priority, same) for c in group if c.wl.evicted] + [
@@ -422,7 +462,7 @@ class Preemptor:
         """The candidates per ClusterQueue, each in candidate order: the preemptor's own, then those
         of the cohort's borrowing ClusterQueues."""
         by_cq: dict[str, deque[WorkloadInfo]] = {}
-        key = candidate_order_key(cq.name)
+        key = candidate_sort_key(cq.name, self._afs_usage_of())
         if cq.preemption.within_cluster_queue != api.PREEMPTION_NEVER:
             own = [
                 c

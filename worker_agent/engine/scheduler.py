@@ -151,6 +151,7 @@ class Scheduler:
             snapshot,
             fair_sharing=self.config.fair_sharing,
             fair_sharing_strategies=self.config.fair_sharing_strategies,
+            afs_ledger=queues.afs_ledger,
         )
         # Expectations: victims whose preemption was issued but not yet observed (keyed by workload key).
         self.preemptions_in_flight: set[str] = set()

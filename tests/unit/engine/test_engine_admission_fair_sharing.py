@@ -7,9 +7,9 @@ import math
 from fractions import Fraction
 
 import pytest
-from engine_builders import cluster_queue, snapshot, workload
+from engine_builders import admitted, cluster_queue, snapshot, workload
 
-from worker_agent.engine import QueueManager, Scheduler
+from worker_agent.engine import Mode, Preemptor, QueueManager, Scheduler, assign_flavors
 from worker_agent.engine.admissionfairsharing import (
     AfsConfig,
     UsageLedger,
@@ -199,3 +199,29 @@ def test_an_admission_in_a_usage_based_cluster_queue_pushes_its_entry_penalty():
     assert ledger.entries["default/team-a"].penalties == {"default/w1": {"cpu": Fraction(2)}}
     assert ledger.entries["default/team-a"].last_update == 50.0
     assert "default/team-b" not in ledger.entries
+
+
+@pytest.mark.parametrize(
+    ("mode", "victim"), [("UsageBasedAdmissionFairSharing", "heavy-1"), (None, "light-1")]
+)
+def test_preemption_takes_from_the_local_queue_with_the_higher_usage_first(mode, victim):
+    """Upstream's CandidatesOrdering: within one ClusterQueue, before priority, the workload of the
+    LocalQueue with the higher usage is the first candidate."""
+    cq = cluster_queue(
+        "q", flavors={"default": {"cpu": "2"}}, preemption={"withinClusterQueue": "LowerPriority"}
+    )
+    if mode:
+        cq["spec"]["admissionScope"] = {"admissionMode": mode}
+    running = [
+        admitted("light-1", "q", usage={"cpu": "1"}, priority=0, reserved_at=5),
+        admitted("heavy-1", "q", usage={"cpu": "1"}, priority=1, reserved_at=1),
+    ]
+    running[0].queue_name, running[1].queue_name = "light", "heavy"
+    snap = snapshot([cq], workloads=running)
+    ledger = UsageLedger(AfsConfig(half_life_seconds=HOUR))
+    ledger.seed("default/heavy", {"cpu": Fraction(8)}, now=0)
+    preemptor = Preemptor(snap, afs_ledger=ledger)
+    wl = workload("new", "q", cpu="1", priority=5)
+    a = assign_flavors(wl, snap.cluster_queues["q"], snap.flavors, oracle=preemptor.oracle)
+    assert a.representative_mode() == Mode.PREEMPT
+    assert [t.workload.name for t in preemptor.get_targets(wl, a, snap.cluster_queues["q"])] == [victim]

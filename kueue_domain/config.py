@@ -92,6 +92,7 @@ SUPPORTED_FRAMEWORKS = frozenset(
         "kubeflow.org/mpijob",
         "ray.io/rayjob",
         "ray.io/raycluster",
+        "ray.io/rayservice",
         "workload.codeflare.dev/appwrapper",
         "deployment",
         "statefulset",

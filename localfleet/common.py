@@ -24,6 +24,7 @@ AGENT_FRAMEWORKS = [
     "trainer.kubeflow.org/trainjob",
     "ray.io/rayjob",
     "ray.io/raycluster",
+    "ray.io/rayservice",
     "workload.codeflare.dev/appwrapper",
     "deployment",
     "statefulset",

@@ -21,6 +21,7 @@ from manager.adapters.pod import INDEX_POD_GROUP, MANAGED_SELECTOR, PodAdapter
 from manager.adapters.pod import group_index as pod_group_index
 from manager.adapters.raycluster import RayClusterAdapter
 from manager.adapters.rayjob import RayJobAdapter
+from manager.adapters.rayservice import RayServiceAdapter
 from manager.adapters.statefulset import StatefulSetAdapter
 from manager.adapters.trainjob import TrainJobAdapter
 from manager.config import feature_enabled
@@ -34,6 +35,7 @@ LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
 MIRRORED_KINDS: dict[str, type[Any]] = {
     api.FRAMEWORK_RAY_JOB: RayJobAdapter,
     api.FRAMEWORK_RAY_CLUSTER: RayClusterAdapter,
+    api.FRAMEWORK_RAY_SERVICE: RayServiceAdapter,
     api.FRAMEWORK_APPWRAPPER: AppWrapperAdapter,
 }
 

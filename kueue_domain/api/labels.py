@@ -89,6 +89,7 @@ JOB_SET_LABEL_NAME = "jobset.sigs.k8s.io/jobset-name"
 FRAMEWORK_TRAIN_JOB = "trainer.kubeflow.org/trainjob"
 FRAMEWORK_RAY_JOB = "ray.io/rayjob"
 FRAMEWORK_RAY_CLUSTER = "ray.io/raycluster"
+FRAMEWORK_RAY_SERVICE = "ray.io/rayservice"
 FRAMEWORK_APPWRAPPER = "workload.codeflare.dev/appwrapper"
 
 # AppWrapper (project-codeflare/appwrapper api/v1beta2): its controller's managedBy value, the label

@@ -38,6 +38,7 @@ CLUSTER_TRAINING_RUNTIME = Resource(
 # KubeRay (github.com/ray-project/kuberay/ray-operator apis/ray/v1).
 RAY_JOB = Resource("ray.io", "v1", "rayjobs", "RayJob", True)
 RAY_CLUSTER = Resource("ray.io", "v1", "rayclusters", "RayCluster", True)
+RAY_SERVICE = Resource("ray.io", "v1", "rayservices", "RayService", True)
 # AppWrapper (github.com/project-codeflare/appwrapper api/v1beta2).
 APPWRAPPER = Resource("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper", True)
 CLUSTER_PROFILE = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile", True)

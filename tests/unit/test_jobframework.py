@@ -20,6 +20,7 @@ from worker_agent.integrations.kubeflow import (
 from worker_agent.integrations.mpijob import MPIJobIntegration
 from worker_agent.integrations.raycluster import RayClusterIntegration
 from worker_agent.integrations.rayjob import RayJobIntegration
+from worker_agent.integrations.rayservice import RayServiceIntegration
 from worker_agent.integrations.trainjob import TrainJobIntegration
 from worker_agent.webhooks.server import JOB_WEBHOOKS
 
@@ -38,6 +39,7 @@ KINDS = (
     *KUBEFLOW_KINDS,
     RayJobIntegration,
     RayClusterIntegration,
+    RayServiceIntegration,
     AppWrapperIntegration,
 )
 
@@ -56,6 +58,7 @@ KINDS = (
         (MPIJobIntegration, "mpijob", "mpijobs", "mpijob"),
         (RayJobIntegration, "rayjob", "rayjobs", "rayJob"),
         (RayClusterIntegration, "raycluster", "rayclusters", "rayCluster"),
+        (RayServiceIntegration, "rayservice", "rayservices", "rayService"),
         (AppWrapperIntegration, "appwrapper", "appwrappers", "appWrapper"),
     ],
 )

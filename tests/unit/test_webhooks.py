@@ -614,6 +614,7 @@ def test_localfleet_points_our_webhooks_at_the_local_agent(tmp_path):
         "trainer.kubeflow.org/trainjob",
         "ray.io/rayjob",
         "ray.io/raycluster",
+        "ray.io/rayservice",
         "workload.codeflare.dev/appwrapper",
         "deployment",
         "statefulset",

@@ -30,6 +30,7 @@ INTEGRATIONS = {
     "kubeflow.org/mpijob": "worker_agent.integrations.mpijob:MPIJobIntegration",
     "ray.io/rayjob": "worker_agent.integrations.rayjob:RayJobIntegration",
     "ray.io/raycluster": "worker_agent.integrations.raycluster:RayClusterIntegration",
+    "ray.io/rayservice": "worker_agent.integrations.rayservice:RayServiceIntegration",
     "workload.codeflare.dev/appwrapper": "worker_agent.integrations.appwrapper:AppWrapperIntegration",
     "deployment": "worker_agent.integrations.deployment:DeploymentIntegration",
     "statefulset": "worker_agent.integrations.statefulset:StatefulSetIntegration",

@@ -35,6 +35,7 @@ FRAMEWORK_KINDS = {
     api.FRAMEWORK_MPI_JOB: (api.MPI_JOB.group, api.MPI_JOB.kind),
     api.FRAMEWORK_RAY_JOB: (api.RAY_JOB.group, api.RAY_JOB.kind),
     api.FRAMEWORK_RAY_CLUSTER: (api.RAY_CLUSTER.group, api.RAY_CLUSTER.kind),
+    api.FRAMEWORK_RAY_SERVICE: (api.RAY_SERVICE.group, api.RAY_SERVICE.kind),
     api.FRAMEWORK_APPWRAPPER: (api.APPWRAPPER.group, api.APPWRAPPER.kind),
 }
 QUEUE_NAME_PATH = LABELS.key(api.LABEL_QUEUE_NAME)

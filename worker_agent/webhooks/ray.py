@@ -65,6 +65,16 @@ def ray_cluster_errors(ray_cluster: Obj) -> tuple[list[FieldError], bool]:
     return ray.cluster_spec_errors(ray_cluster.get("spec") or {}, SPEC, MSG_RAY_CLUSTER_AUTOSCALING), True
 
 
+def ray_service_errors(ray_service: Obj) -> tuple[list[FieldError], bool]:
+    """Its cluster's checks, at upstream's path (the Go field's name, `rayClusterSpec`)."""
+    cluster_spec = (ray_service.get("spec") or {}).get("rayClusterConfig") or {}
+    return ray.cluster_spec_errors(cluster_spec, SPEC.child("rayClusterSpec"), MSG_RAY_JOB_AUTOSCALING), True
+
+
+def ray_service_suspended(ray_service: Obj) -> bool:
+    return ((ray_service.get("spec") or {}).get("rayClusterConfig") or {}).get("suspend") is True
+
+
 def _no_errors(obj: Obj) -> tuple[list[FieldError], bool]:
     return [], True
 
@@ -92,3 +102,10 @@ class RayWebhook(JobWebhook):
 
 RAY_JOB_WEBHOOK = RayWebhook(api.RAY_JOB.gvk, ray.KUBERAY_CONTROLLER, kind_errors=ray_job_errors)
 RAY_CLUSTER_WEBHOOK = RayWebhook(api.RAY_CLUSTER.gvk, ray.KUBERAY_CONTROLLER, kind_errors=ray_cluster_errors)
+RAY_SERVICE_WEBHOOK = RayWebhook(
+    api.RAY_SERVICE.gvk,
+    ray.KUBERAY_CONTROLLER,
+    is_suspended=ray_service_suspended,
+    suspend_path=("spec", "rayClusterConfig", "suspend"),
+    kind_errors=ray_service_errors,
+)

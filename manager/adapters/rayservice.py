@@ -1,0 +1,46 @@
+"""RayService adapter (ray.io/v1; upstream's ray multikueue adapter for RayServices): the admitting
+worker gets a copy of the manager's RayService (metadata labels and annotations, the whole spec)
+with the MultiKueue origin label and the prebuilt Workload name, and `spec.managedBy` cleared so
+that the worker's KubeRay operator runs it; the worker's whole RayService status (conditions,
+activeServiceStatus, pendingServiceStatus, serviceStatus, ...) is mirrored onto the manager's; the
+copy is deleted when the Workload is evicted, is garbage-collected or the RayService is deleted. A
+RayService never finishes by itself. The copy is made once: a later edit of the manager's spec
+(upstream's MultiKueueRemoteSpecSync, e.g. of serveConfigV2) is not forwarded."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from kueue_domain import api
+from manager.adapters.mirrored import MirroredStatusAdapter, spec_copy
+
+Obj = dict[str, Any]
+
+
+def ray_service_finished(ray_service: Obj) -> bool:
+    return False
+
+
+def remote_ray_service_copy(local: Obj, workload_name: str, origin: str) -> Obj:
+    return spec_copy(api.RAY_SERVICE, local, workload_name, origin)
+
+
+class RayServiceAdapter(MirroredStatusAdapter):
+    resource = api.RAY_SERVICE
+    jobs_status_field = ""
+    cached_spec_drops = ("rayClusterConfig", "serveConfigV2")
+    remote_copy = staticmethod(remote_ray_service_copy)
+    finished = staticmethod(ray_service_finished)
+
+    def released_status_patch(self, local: Obj) -> Obj | None:
+        """A RayService counts as active while it is Ready: with its copy gone, the manager's says
+        it is not."""
+        conditions = (local.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return None
+        kept = [c for c in conditions if c.get("type") != "Ready"]
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = {"type": "Ready", "status": "False", "reason": "Suspended", "message": "runs on no worker"}
+        ready["lastTransitionTime"] = now
+        return {"status": {"conditions": [*kept, ready]}}

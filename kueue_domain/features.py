@@ -202,6 +202,12 @@ GATES: dict[str, Gate] = {
             "manager ClusterQueue (its MultiKueueManagerQuotaAutomation condition)",
         ),
         Gate("MultiKueueOrchestratedPreemption", False, ALPHA, behaviour=ABSENT),
+        Gate(
+            "MultiKueueRemoteSpecSync",
+            True,
+            BETA,
+            effect="a RayService's serveConfigV2 edited on the manager goes to its worker copy in place",
+        ),
         Gate("MultiKueueRedoAdmissionOnEvictionInWorker", True, GA, locked=True),
         Gate("MultiKueueWaitForWorkloadAdmitted", True, GA, locked=True),
         Gate(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kube_runtime.informer import object_key
-from kueue_domain import api
+from kueue_domain import api, naming
 from kueue_domain import workload as wlutil
 from manager.admissioncheck import config_name_or_empty, is_multikueue_check
 from manager.groups import INDEX_GROUP
@@ -69,6 +69,18 @@ def _wire_workloads(m: Manager) -> None:
 
     if m.leaderworkersets is not None:
         m.leaderworkersets.add_handler(on_update=lws_changed)
+
+    def spec_synced_changed(old: Obj, new: Obj) -> None:
+        # A kind whose spec edits go to its worker copy (RayService's serveConfigV2): its Workload's
+        # SyncJob forwards them.
+        if (old.get("metadata") or {}).get("generation") != new["metadata"].get("generation"):
+            meta, kind = new["metadata"], api.RAY_SERVICE
+            wl_name = naming.workload_name(meta["name"], meta.get("uid", ""), kind.kind, kind.group)
+            m.workload_ctl.enqueue(f"{meta.get('namespace', '')}/{wl_name}")
+
+    services = m.caches.mirrored.get(api.FRAMEWORK_RAY_SERVICE)
+    if services is not None:
+        services.add_handler(on_update=spec_synced_changed)
 
 
 def _wire_checks_and_configs(m: Manager) -> None:

@@ -1,8 +1,10 @@
-"""A RayJob and a RayCluster submitted on the manager each run on one worker with the real KubeRay
-operator there (its Ray dashboard the fleet's stand-in): the copy carries the origin label and the
-prebuilt Workload's name, no pod, Job or RayCluster of it starts on the manager, the worker's whole
-status is mirrored onto the manager's object; the RayJob ends Complete and its Workload Finished;
-deleting the RayCluster on the manager removes the copy; one evicted on its worker is placed again."""
+"""A RayJob, a RayCluster and a RayService submitted on the manager each run on one worker with the
+real KubeRay operator there (its Ray dashboard the fleet's stand-in): the copy carries the origin
+label and the prebuilt Workload's name, no pod, Job or RayCluster of it starts on the manager, the
+worker's whole status is mirrored onto the manager's object; the RayJob ends Complete and its
+Workload Finished; the RayService shows Ready, and its copy gets a serveConfigV2 edited on the
+manager in place; deleting a RayCluster or RayService on the manager removes the copy; a
+RayCluster evicted on its worker is placed again."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from kueue_domain import api
 
 pytestmark = pytest.mark.realcluster
 
-RAY_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]
+RAY_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
 IMAGE = "rayproject/ray:2.41.0"
 
 
@@ -65,6 +67,17 @@ def ray_cluster(name: str, workers: int = 1) -> dict:
         "kind": api.RAY_CLUSTER.kind,
         "metadata": _meta(name),
         "spec": spec,
+    }
+
+
+def ray_service(name: str) -> dict:
+    config = {"suspend": True, **_cluster_spec(1)}
+    serve = "applications:\n- name: hello\n  import_path: hello:app\n  deployments:\n  - name: Hello\n"
+    return {
+        "apiVersion": api.RAY_SERVICE.api_version,
+        "kind": api.RAY_SERVICE.kind,
+        "metadata": _meta(name),
+        "spec": {"managedBy": api.MANAGED_BY_MULTIKUEUE, "serveConfigV2": serve, "rayClusterConfig": config},
     }
 
 
@@ -200,3 +213,51 @@ async def test_a_raycluster_evicted_on_its_worker_is_placed_again(fleet, kube, n
             return current if (current.get("status") or {}).get("state") == "ready" else None
 
         await env.wait_for(ready_again, 90, name)
+
+
+async def test_a_rayservice_runs_on_one_worker_and_is_ready_on_the_manager(fleet, kube, namespace):
+    async with multikueue(fleet, kube, namespace, frameworks=RAY_FRAMEWORKS, memory="64Gi") as env:
+        await kube.create(api.RAY_SERVICE, ray_service("serve"), namespace=namespace)
+        wl = await _workload_of(env, "RayService", "serve")
+        name = wl["metadata"]["name"]
+        assert name.startswith("rayservice-serve-")
+        assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("head", 1), ("workers", 1)]
+        cluster = await _placed(env, name)
+
+        async def ready():
+            current = await kube.get(api.RAY_SERVICE, "serve", namespace)
+            return (
+                current
+                if condition(current, "Ready") and condition(current, "Ready")["status"] == "True"
+                else None
+            )
+
+        shown = await env.wait_for(ready, 90, name)
+        # Unsuspended on the manager (MultiKueue's), the worker's status shown there.
+        assert shown["spec"]["rayClusterConfig"]["suspend"] is False
+        assert shown["status"]["activeServiceStatus"]["rayClusterName"].startswith("serve-")
+        for resource in (api.POD, api.RAY_CLUSTER):
+            items, _ = await kube.list(resource, namespace=namespace)
+            assert items == [], f"no {resource.plural} may be made on the manager cluster"
+
+        # An edit of serveConfigV2 on the manager goes to the same copy, in place.
+        before = await env.remote(cluster, api.RAY_SERVICE, "serve")
+        edited = shown["spec"]["serveConfigV2"] + "  num_replicas: 2\n"
+        await kube.patch_merge(api.RAY_SERVICE, "serve", {"spec": {"serveConfigV2": edited}}, namespace)
+
+        async def forwarded():
+            copy_ = await env.remote(cluster, api.RAY_SERVICE, "serve")
+            return copy_ if copy_ and copy_["spec"].get("serveConfigV2") == edited else None
+
+        after = await eventually(forwarded, timeout=30)
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]
+
+        await kube.delete(api.RAY_SERVICE, "serve", namespace)
+
+        async def all_gone():
+            return (
+                await env.remote(cluster, api.RAY_SERVICE, "serve") is None
+                and await env.get(kube, api.WORKLOAD, name, namespace) is None
+            ) or None
+
+        await eventually(all_gone, timeout=60)

@@ -19,7 +19,6 @@ DRA = "DynamicResourceAllocation (ResourceClaimTemplates in Workloads) is not im
 KUBEFLOW_V1 = "Kubeflow v1 jobs (training-operator) are not an integration of ours"
 MPIJOB = "MPIJob (mpi-operator) is not an integration of ours"
 WORKLOAD_SLICES = "ElasticJobsViaWorkloadSlices (workload slices, elastic jobs) is not implemented"
-RAY_SERVICE = "RayService is not an integration of ours yet (docs/ray.md)"
 DOCKER = "the spec edits kind's node through `docker exec`: the fleet runs no containers"
 CLUSTER_PROFILE_PLUGIN = "the spec runs a ClusterProfile credentials plugin from a container image"
 ORCHESTRATED_PREEMPTION = "MultiKueueOrchestratedPreemption (alpha gate) is not implemented"
@@ -84,7 +83,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("extended", "Should run a RayJob on worker if admitted"),
     Spec("extended", "Should run a RayCluster on worker if admitted"),
     Spec("extended", "Should scale an elastic RayCluster on worker if admitted", WORKLOAD_SLICES),
-    Spec("extended", "Should run a RayService on worker if admitted", RAY_SERVICE),
+    Spec("extended", "Should run a RayService on worker if admitted"),
     Spec("sequential", "Should run a job on worker if admitted"),
     Spec("sequential", "Should update the cluster status to reflect the connection state", DOCKER),
     Spec("sequential", "uses ClusterProfile as way to connect worker cluster"),

@@ -125,9 +125,7 @@ class Binaries:
     def kwok_stages_current(self) -> bool:
         """The cached stage files are the ones KWOK_STAGE_FILES names (a changed list re-copies them)."""
         marker = self.kwok_dir / "stages" / "SOURCES"
-        return marker.is_file() and marker.read_text() == "\n".join(
-            [*KWOK_STAGE_FILES, KEEP_RUNNING_ANNOTATION]
-        )
+        return marker.is_file() and marker.read_text() == stages_marker()
 
     @property
     def lws_crds(self) -> list[Path]:
@@ -177,15 +175,29 @@ class Binaries:
 AUTOSCALER_APIS_MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
 K8S_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
 KEEP_RUNNING_ANNOTATION = "kueue-federation.dev/keep-running"
+# Owners whose pods kwok completes (its stock pod-complete stage: Jobs' only). The training-operator's
+# kinds own their pods directly; an MPIJob's launcher is a Job, its workers run until it ends.
+POD_COMPLETE_OWNER_KINDS = ("Job", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")
 
 KWOK_STAGE_FILES = [
     "kustomize/stage/node/fast/node-initialize.yaml",
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "kustomize/stage/pod/fast/pod-ready.yaml",
-    # Job pods complete 1-6 s after they are Ready; one annotated with KEEP_RUNNING_ANNOTATION never does.
+    # Job pods (and POD_COMPLETE_OWNER_KINDS') complete 1-6 s after they are Ready; one annotated with
+    # KEEP_RUNNING_ANNOTATION never does.
     "kustomize/stage/pod/general/pod-complete.yaml",
     "kustomize/stage/pod/fast/pod-delete.yaml",
 ]
+
+
+def stages_marker() -> str:
+    """What the cached kwok stages were written from (a change re-copies them)."""
+    return "\n".join([*KWOK_STAGE_FILES, KEEP_RUNNING_ANNOTATION, *POD_COMPLETE_OWNER_KINDS])
+
+
+def is_crd_file(path: Path) -> bool:
+    """A YAML file of CustomResourceDefinitions (not a kustomization, Deployment or RBAC next to it)."""
+    return re.search(r"^kind:\s*CustomResourceDefinition\s*$", path.read_text(), re.MULTILINE) is not None
 
 
 def kubernetes_ldflags(version: str) -> list[str]:
@@ -410,7 +422,15 @@ class Builder:
         return wrapper
 
     def go_build_module(
-        self, step: str, module: str, version: str, package: str, ldflags: str, out: Path, tags: str = ""
+        self,
+        step: str,
+        module: str,
+        version: str,
+        package: str,
+        ldflags: str,
+        out: Path,
+        tags: str = "",
+        overlay: dict[str, str] | None = None,
     ) -> None:
         """Build one package of a released module in a wrapper module that requires exactly that version.
 
@@ -430,9 +450,38 @@ class Builder:
                 cwd=wrapper,
             )
         partial = out.with_name(f"{out.name}.partial-{os.getpid()}")  # builds may race: each its own
+        if overlay:
+            src = self.write_overlay(wrapper, self.module_dir(f"{module}@{version}"), overlay)
+            self.run(
+                f"replace {module} with its patched copy",
+                ["go", "mod", "edit", f"-replace={module}@{version}={src}"],
+                cwd=wrapper,
+            )
         build = ["go", "build", "-trimpath", *(["-tags", tags] if tags else []), "-ldflags", ldflags]
         self.run(step, [*build, "-o", str(partial), package], cwd=wrapper)
         partial.rename(out)
+
+    @staticmethod
+    def write_overlay(wrapper: Path, src: Path, files: dict[str, str]) -> Path:
+        """A copy of the module's source `src` under the wrapper with `files` (relative path -> text)
+        written in; its path. Named by the files' digest and renamed into place whole, so builds
+        running at once share a finished copy and never see a half-written one."""
+        digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:12]
+        copy = wrapper / f"patched-src-{digest}"
+        if copy.is_dir():
+            return copy
+        partial = wrapper / f"{copy.name}.partial-{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(src, partial)
+        for p in [partial, *partial.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)  # the module cache's files are read-only
+        for rel, text in files.items():
+            (partial / rel).write_text(text)
+        try:
+            partial.rename(copy)
+        except OSError:  # another build finished the same copy first
+            shutil.rmtree(partial, ignore_errors=True)
+        return copy
 
     def build_kwok(self) -> None:
         version = self.v["KWOK_VERSION"]
@@ -462,14 +511,20 @@ class Builder:
                     "      operator: 'DoesNotExist'\n",
                     1,
                 )
+                stock_owners = "      values:\n      - 'Job'\n"
+                if stock_owners not in text:
+                    raise FleetError(f"kwok {version}'s pod-complete stage names no Job owner to extend")
+                owners = "".join(f"      - '{kind}'\n" for kind in POD_COMPLETE_OWNER_KINDS)
+                text = text.replace(stock_owners, "      values:\n" + owners, 1)
             (d / "stages" / Path(rel).name).write_text(text)
-        (d / "stages" / "SOURCES").write_text("\n".join([*KWOK_STAGE_FILES, KEEP_RUNNING_ANNOTATION]))
+        (d / "stages" / "SOURCES").write_text(stages_marker())
 
     def build_operator(self, op: Operator) -> None:
         """An Operator's controller, its CRDs and its webhook configurations, from its Go module."""
         version = self.v[op.version_key]
         d = self.bins.operator_dir(op)
         d.mkdir(parents=True, exist_ok=True)
+        src = self.module_dir(f"{op.module}@{version}")
         if not (d / op.binary).is_file():
             self.go_build_module(
                 f"build {op.binary} {version}",
@@ -478,12 +533,13 @@ class Builder:
                 op.package,
                 op.ldflags(version),
                 d / op.binary,
+                overlay=op.overlay(src),
             )
-        src = self.module_dir(f"{op.module}@{version}")
         (d / "crds").mkdir(exist_ok=True)
         for crd in sorted((src / op.crd_dir).glob("*.yaml")):
-            if crd.name != "kustomization.yaml" and crd.name not in op.crd_skip:
-                shutil.copyfile(crd, d / "crds" / crd.name)
+            if crd.name in op.crd_skip or not is_crd_file(crd):
+                continue
+            shutil.copyfile(crd, d / "crds" / crd.name)
         if op.webhooks is not None:
             shutil.copyfile(src / op.webhooks, d / "webhooks.yaml")
 

@@ -26,6 +26,12 @@ AGENT_FRAMEWORKS = [
     "ray.io/raycluster",
     "ray.io/rayservice",
     "workload.codeflare.dev/appwrapper",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/jaxjob",
+    "kubeflow.org/mpijob",
     "deployment",
     "statefulset",
 ]

@@ -1,4 +1,5 @@
-"""The other projects' controllers a fleet runs (LeaderWorkerSet, JobSet, Kubeflow Trainer) with
+"""The other projects' controllers a fleet runs (LeaderWorkerSet, JobSet, Kubeflow Trainer, Kubeflow's
+training-operator, the MPI Operator) with
 their webhooks, and the smoke check of an LWS on a worker. `OperatorSteps` is the part of
 `localfleet.fleet.FleetUp` that starts them (localfleet.operators describes each one)."""
 
@@ -12,7 +13,7 @@ import yaml
 from localfleet.binaries import Binaries
 from localfleet.cluster import ClusterPlan, FleetOptions
 from localfleet.common import MANAGER, REPO, FleetError, b64, write_file
-from localfleet.kube import tls_port_open
+from localfleet.kube import http_ok, tls_port_open
 from localfleet.operators import JOBSET, LWS, OPERATORS, TRAINER, Operator
 from localfleet.pki import CertificateAuthority
 from localfleet.processes import State, wait_for
@@ -88,6 +89,13 @@ class OperatorSteps:
                     60,
                     procs=self.procs(c.name, op.binary),
                 )
+                if op.readyz:
+                    wait_for(
+                        f"{c.name} {op.title} readyz",
+                        lambda c=c, op=op: http_ok(f"http://127.0.0.1:{c.ports[f'{op.key}-health']}/readyz"),
+                        120,
+                        procs=self.procs(c.name, op.binary),
+                    )
                 self.kubectl(c).apply(self.operator_webhook_configs(c, op))
         if TRAINER in ops:
             self.install_training_runtimes()

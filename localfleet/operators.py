@@ -1,11 +1,13 @@
 """Controllers of other projects that a fleet runs next to Kueue: LeaderWorkerSet, JobSet,
 Kubeflow Trainer (TrainJobs, which it runs as JobSets), KubeRay's ray-operator (RayJobs,
-RayClusters, RayServices; with the Ray dashboard stand-in of localfleet.raydashboard) and AppWrapper.
+RayClusters, RayServices; with the Ray dashboard stand-in of localfleet.raydashboard), AppWrapper,
+Kubeflow's training-operator (PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob) and the MPI Operator
+(MPIJob v2beta1).
 
-All are controller-runtime managers built from their Go modules, configured by a file of their own
-(webhook port and certificate directory, no leader election, no internal certificate management) and
-serving mutating and validating webhooks that the fleet points at the local process, as envtest
-does. One `Operator` describes each; `OperatorSteps` (localfleet.operator_steps) starts them,
+Most are controller-runtime managers built from their Go modules, configured by a file of their own
+(webhook port and certificate directory, no leader election, no internal certificate management) or
+by flags, serving mutating and validating webhooks that the fleet points at the local process, as
+envtest does. One `Operator` describes each; `OperatorSteps` (localfleet.operator_steps) starts them,
 `Builder` (localfleet.binaries) builds them.
 """
 
@@ -15,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from localfleet.common import FleetError
 
 if TYPE_CHECKING:
     from localfleet.kube import Kubectl
@@ -42,6 +46,9 @@ class Operator:
     crd_skip: tuple[str, ...] = ()
     # Ports it needs beyond "<key>-webhook" and "<key>-health", allocated as "<key>-<name>".
     extra_ports: tuple[str, ...] = ()
+    # Whether the fleet also waits for its health port's /readyz (a process whose webhook port opens
+    # before its webhooks are registered).
+    readyz: bool = False
 
     def ldflags(self, version: str) -> str:
         if self.version_var is None:
@@ -72,6 +79,12 @@ class Operator:
     def prepare(self, kubectl: Kubectl, cluster_dir: Path) -> None:
         """Anything the cluster needs before its process starts (`kubectl` is the cluster's
         kubectl); nothing by default."""
+
+    def overlay(self, src: Path) -> dict[str, str]:
+        """Go source files (path relative to the module's root `src` -> text) that its build replaces
+        or adds; none by default. With some, it builds a copy of the pinned version's source with
+        them written in (a `replace` of the module to that copy)."""
+        return {}
 
     def config(self, webhook_port: int, health_port: int, cert_dir: str) -> dict | None:
         """Its Configuration file: webhooks on 127.0.0.1 with certificates from `cert_dir` (None: it
@@ -292,4 +305,127 @@ APPWRAPPER = AppWrapperOperator(
     pod_label="workload.codeflare.dev/appwrapper",
 )
 
-OPERATORS = (LWS, JOBSET, TRAINER, RAY, APPWRAPPER)
+
+@dataclass(frozen=True)
+class TrainingOperator(TrainerOperator):
+    """Kubeflow's training-operator v1 (cmd/training-operator.v1) takes flags, not a file. Its webhook
+    server reads controller-runtime's default certificate directory under $TMPDIR (a TMPDIR of its
+    own per cluster, as for Trainer). Before it starts its controllers it waits for its certificate
+    rotator (open-policy-agent's cert-controller), which needs the Secret
+    `training-operator-webhook-cert` in its namespace (`prepare` creates it empty; the rotator fills
+    it with a CA of its own that nothing here uses, and injects it into no webhook configuration: the
+    fleet's are named with the key prefix) and then only checks that a file
+    `/tmp/k8s-webhook-server/serving-certs/tls.crt` exists, a path fixed in its source with no flag.
+    `prepare` puts an empty placeholder there when there is none (never read: its webhook server
+    serves the fleet's certificate from its own TMPDIR), so fleets running at once share it
+    harmlessly. Only its five v1 kinds are enabled (`--enable-scheme`): its MPIJob v1 controller would
+    need the v1 MPIJob CRD, which clashes with the MPI Operator's v2beta1 one and is not installed."""
+
+    schemes: tuple[str, ...] = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+
+    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> None:
+        return None
+
+    def args(self, config_file: Path | None, webhook_port: int, health_port: int, cert_dir: str) -> list[str]:
+        return [
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{health_port}",
+            f"--webhook-server-port={webhook_port}",
+            *[f"--enable-scheme={s}" for s in self.schemes],
+            "--zap-log-level=info",
+        ]
+
+    def env(self, cluster_dir: Path) -> dict[str, str]:
+        return {**super().env(cluster_dir), "MY_POD_NAMESPACE": self.namespace}
+
+    def prepare(self, kubectl: Kubectl, cluster_dir: Path) -> None:
+        secret = TRAINING_OPERATOR_CERT_SECRET
+        kubectl("create", "secret", "generic", secret, "-n", self.namespace, check=False)
+        placeholder = TRAINING_OPERATOR_FIXED_CERT
+        if not placeholder.exists():
+            placeholder.parent.mkdir(parents=True, exist_ok=True)
+            placeholder.touch()
+
+
+TRAINING_OPERATOR_CERT_SECRET = "training-operator-webhook-cert"
+TRAINING_OPERATOR_FIXED_CERT = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+
+TRAINING_OPERATOR = TrainingOperator(
+    key="training",
+    title="Kubeflow training-operator",
+    version_key="TRAINING_OPERATOR_VERSION",
+    module="github.com/kubeflow/training-operator",
+    package="github.com/kubeflow/training-operator/cmd/training-operator.v1",
+    binary="training-operator",
+    crd_dir="manifests/base/crds",
+    webhooks="manifests/base/webhook/manifests.yaml",
+    config_api="",
+    namespace="kubeflow",
+    pod_label="training.kubeflow.org/job-name",  # it has no pod webhook
+    version_var=None,
+    crd_skip=("kubeflow.org_mpijobs.yaml",),  # v1 MPIJob: the MPI Operator's v2beta1 CRD has the name
+    readyz=True,  # its webhook port opens before its certificate rotator lets it register the webhooks
+)
+
+# The flag the MPI Operator's overlay adds for its health check address (see MPIOperator).
+MPI_HEALTH_FLAG = "localfleet-health-address"
+MPI_HEALTH_OVERLAY = f"""\
+package app
+
+import "flag"
+
+// Written by localfleet: the health check's address as a flag (a fleet runs one MPI Operator per
+// worker on one machine); the stock ":8080" by default.
+var localfleetHealthAddress = flag.String("{MPI_HEALTH_FLAG}", ":8080", "address of the health check")
+"""
+
+
+@dataclass(frozen=True)
+class MPIOperator(Operator):
+    """The MPI Operator v2 (cmd/mpi-operator, MPIJob kubeflow.org/v2beta1; its launcher is a batch/v1
+    Job) takes flags, serves no webhooks and always runs leader election (a Lease in namespace
+    `mpi-operator`). It binds its health check to ":8080", a constant in cmd/mpi-operator/app with no
+    flag (`--monitoring-port` is its metrics port, off by default), so the fleet builds a copy of the
+    pinned source with one expression changed: the address comes from a flag it adds,
+    `--localfleet-health-address` (each worker's own port); the rest of the source is the pinned
+    version's."""
+
+    def config(self, webhook_port: int, health_port: int, cert_dir: str) -> None:
+        return None
+
+    def args(self, config_file: Path | None, webhook_port: int, health_port: int, cert_dir: str) -> list[str]:
+        return [
+            "--monitoring-port=0",
+            f"--lock-namespace={self.namespace}",
+            f"--{MPI_HEALTH_FLAG}=127.0.0.1:{health_port}",
+        ]
+
+    def overlay(self, src: Path) -> dict[str, str]:
+        app = "cmd/mpi-operator/app"
+        text = (src / app / "server.go").read_text()
+        stock = 'Addr:    fmt.Sprintf(":%d", healthCheckPort),'
+        if stock not in text:
+            raise FleetError(f"{src / app / 'server.go'}: no {stock!r} to point at the fleet's health port")
+        return {
+            f"{app}/server.go": text.replace(stock, "Addr:    *localfleetHealthAddress,", 1),
+            f"{app}/localfleet_health.go": MPI_HEALTH_OVERLAY,
+        }
+
+
+MPI_OPERATOR = MPIOperator(
+    key="mpi",
+    title="MPI Operator",
+    version_key="MPI_OPERATOR_VERSION",
+    module="github.com/kubeflow/mpi-operator",
+    package="github.com/kubeflow/mpi-operator/cmd/mpi-operator",
+    binary="mpi-operator",
+    crd_dir="manifests/base",  # its CRD next to its Deployment and RBAC (only CRDs are taken)
+    webhooks=None,
+    config_api="",
+    namespace="mpi-operator",
+    pod_label="training.kubeflow.org/job-name",  # it has no pod webhook
+    version_var="pkg/version.Version",
+)
+
+OPERATORS = (LWS, JOBSET, TRAINER, RAY, APPWRAPPER, TRAINING_OPERATOR, MPI_OPERATOR)

@@ -967,6 +967,58 @@ def test_appwrapper_runs_without_webhooks_configured_by_a_config_map(tmp_path):
     assert "appwrapper" not in [op.key for op in left_out]
 
 
+def test_training_operator_runs_its_five_v1_kinds_on_fleet_ports_without_its_v1_mpijob(tmp_path):
+    """Kubeflow's training-operator takes flags: no leader election, no metrics, health and webhook
+    on the fleet's ports, its five v1 kinds only (not MPIJob v1, whose CRD is not installed), its
+    namespace for the certificate rotator, its webhook certificates under a TMPDIR of its own."""
+    from localfleet.operators import TRAINING_OPERATOR
+
+    assert TRAINING_OPERATOR.config(29443, 29444, "/ignored") is None
+    args = TRAINING_OPERATOR.args(None, 29443, 29444, "/ignored")
+    assert "--health-probe-bind-address=127.0.0.1:29444" in args
+    assert "--webhook-server-port=29443" in args and "--metrics-bind-address=0" in args
+    schemes = [a.split("=", 1)[1] for a in args if a.startswith("--enable-scheme=")]
+    assert schemes == ["pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob"]
+    env = TRAINING_OPERATOR.env(tmp_path)
+    assert env == {"TMPDIR": str(tmp_path / "training-tmp"), "MY_POD_NAMESPACE": "kubeflow"}
+    assert TRAINING_OPERATOR.crd_skip == ("kubeflow.org_mpijobs.yaml",) and TRAINING_OPERATOR.readyz
+
+
+def test_mpi_operator_health_check_moves_to_a_flag_by_a_build_overlay(tmp_path):
+    """The MPI Operator's health check binds a constant :8080; its build overlays one expression of
+    cmd/mpi-operator/app/server.go with a flag of an added file, and the fleet passes its own port."""
+    from localfleet.binaries import Builder
+    from localfleet.operators import MPI_OPERATOR
+
+    module = tmp_path / "module"
+    app = module / "cmd" / "mpi-operator" / "app"
+    app.mkdir(parents=True)
+    (app / "server.go").write_text('a\n\t\tAddr:    fmt.Sprintf(":%d", healthCheckPort),\nb\n')
+    overlay = MPI_OPERATOR.overlay(module)
+    rel = "cmd/mpi-operator/app"
+    assert overlay[f"{rel}/server.go"] == "a\n\t\tAddr:    *localfleetHealthAddress,\nb\n"
+    assert 'flag.String("localfleet-health-address", ":8080"' in overlay[f"{rel}/localfleet_health.go"]
+    assert "--localfleet-health-address=127.0.0.1:29444" in MPI_OPERATOR.args(None, 29443, 29444, "")
+    (app / "server.go").chmod(0o444)
+    copy = Builder.write_overlay(tmp_path / "w", module, overlay)
+    assert {(copy / r).read_text() for r in overlay} == set(overlay.values())
+    assert (app / "server.go").read_text() == 'a\n\t\tAddr:    fmt.Sprintf(":%d", healthCheckPort),\nb\n'
+    (app / "server.go").chmod(0o644)
+    (app / "server.go").write_text("changed upstream\n")
+    with pytest.raises(localfleet.FleetError, match="healthCheckPort"):
+        MPI_OPERATOR.overlay(module)
+
+
+def test_only_crd_files_are_taken_from_an_operators_crd_directory(tmp_path):
+    from localfleet.binaries import is_crd_file
+
+    (tmp_path / "crd.yaml").write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+    )
+    (tmp_path / "deployment.yaml").write_text("apiVersion: apps/v1\nkind: Deployment\n")
+    assert is_crd_file(tmp_path / "crd.yaml") and not is_crd_file(tmp_path / "deployment.yaml")
+
+
 def test_a_conformance_fleet_runs_pods_on_the_manager_and_turns_on_upstreams_e2e_gates(tmp_path):
     """`up --conformance`: kube-scheduler, kwok and nodes on the manager cluster too, and our processes
     with the gates upstream's MultiKueue e2e configurations turn on (read back by the manager)."""

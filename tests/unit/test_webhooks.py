@@ -616,6 +616,12 @@ def test_localfleet_points_our_webhooks_at_the_local_agent(tmp_path):
         "ray.io/raycluster",
         "ray.io/rayservice",
         "workload.codeflare.dev/appwrapper",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/jaxjob",
+        "kubeflow.org/mpijob",
         "deployment",
         "statefulset",
     }

@@ -10,7 +10,9 @@
   `kueue-system/kueue-manager-config`, then restart the Deployment `kueue-controller-manager` (a new
   `kubectl.kubernetes.io/restartedAt` in its pod template). When the bridge sees a new pod template,
   it writes the ConfigMap's `featureGates` and `multiKueue` over our processes' Configuration files
-  (the rest of those files is the fleet's own: addresses, ports, certificates) and stops our processes
+  (the rest of those files is the fleet's own: addresses, ports, certificates; the single-cluster
+  suites' bridge takes the ConfigMap's whole Configuration instead, with the fleet's addresses, ports
+  and certificates over it: conformance/singlecluster.py) and stops our processes
   on that cluster; their supervisors start them again (localfleet/supervisor.py, after its 10 s
   back-off), as a kubelet starts a new pod. The new pod is Ready once they answer /readyz again.
 
@@ -28,6 +30,7 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -103,8 +106,15 @@ class Api:
 
 
 class RestartBridge:
-    def __init__(self, run_dir: Path, clusters: dict[str, dict], interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        clusters: dict[str, dict],
+        interval: float = 1.0,
+        merge: Callable[[dict, dict], dict] = merged_config,
+    ) -> None:
         self.clusters = clusters
+        self.merge = merge  # (our process's Configuration, the ConfigMap's) -> what the process gets
         self.interval = interval
         self.api = {
             name: Api(c["server"], Path(c["kubeconfig"]).parent, run_dir / "pki" / "ca.crt")
@@ -198,7 +208,7 @@ class RestartBridge:
             config = (c.get(key) or {}).get("config")
             if not config:
                 continue
-            Path(config).write_text(yaml.safe_dump(merged_config(self.base[config], theirs)))
+            Path(config).write_text(yaml.safe_dump(self.merge(self.base[config], theirs)))
             pid = self.status(cluster, component).get("pid")
             if pid:
                 try:

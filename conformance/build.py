@@ -1,4 +1,4 @@
-"""Upstream Kueue's MultiKueue e2e suites as test binaries (`go test -c`), built from the Go module of
+"""Upstream Kueue's e2e suites as test binaries (`go test -c`), built from the Go module of
 KUEUE_VERSION (hack/versions.env) with our one patch (hack/patches/kueue-<version>-conformance-server-
 address.patch: test/util.GetClusterServerAddress reads the fleet's apiserver addresses) and cached
 under ~/.cache/kueue-federation, keyed by the version and the patch's digest.
@@ -15,7 +15,15 @@ from localfleet.binaries import Binaries, Builder, copy_module_source, read_vers
 from localfleet.common import CACHE, REPO, FleetError, log
 
 PATCH_NAME = "conformance-server-address.patch"
-SUITE_PACKAGE = "./test/e2e/multikueue/{suite}"
+# The suite with a spec that runs upstream's kubectl-kueue (built with it).
+KUEUECTL_SUITE = "singlecluster-baseline"
+
+
+def suite_package(suite: str) -> str:
+    """A suite's Go package: the MultiKueue suites by their directory's name (`baseline`), the others
+    as family-directory (`singlecluster-baseline`: test/e2e/singlecluster/baseline)."""
+    family, _, name = suite.rpartition("-")
+    return f"./test/e2e/{family or 'multikueue'}/{name}"
 
 
 def digest(path: Path) -> str:
@@ -43,6 +51,12 @@ class SuiteBinaries:
     def bin_dir(self) -> Path:
         return CACHE / "bin" / f"kueue-{self.version}" / f"conformance-{digest(self.patch)}"
 
+    @property
+    def kueuectl(self) -> Path:
+        """Upstream's kubectl-kueue, where the baseline suite's kueuectl spec runs it (bin/ of the
+        repository root it finds)."""
+        return self.source / "bin" / "kubectl-kueue"
+
     def path(self, suite: str) -> Path:
         return self.bin_dir / f"{suite}.test"
 
@@ -57,7 +71,8 @@ def build(suites: list[str], force: bool = False) -> SuiteBinaries:
     if not sb.patch.is_file():
         raise FleetError(f"no patch {sb.patch.relative_to(REPO)} for upstream Kueue {sb.version}")
     todo = [s for s in suites if force or not sb.path(s).is_file()]
-    if not todo and sb.source.is_dir():
+    kueuectl = KUEUECTL_SUITE in suites and (force or not sb.kueuectl.is_file())
+    if not todo and not kueuectl and sb.source.is_dir():
         log(f"conformance suites cached under {sb.bin_dir}")
         return sb
     builder = Builder(Binaries(read_versions()))
@@ -75,10 +90,17 @@ def build(suites: list[str], force: bool = False) -> SuiteBinaries:
         partial = out.with_name(out.name + ".partial")
         builder.run(
             f"build kueue {sb.version} {suite} suite",
-            ["go", "test", "-c", "-trimpath", "-o", str(partial), SUITE_PACKAGE.format(suite=suite)],
+            ["go", "test", "-c", "-trimpath", "-o", str(partial), suite_package(suite)],
             cwd=sb.source,
         )
         partial.rename(out)
+    if kueuectl:
+        sb.kueuectl.parent.mkdir(parents=True, exist_ok=True)
+        builder.run(
+            f"build kueue {sb.version} kubectl-kueue",
+            ["go", "build", "-trimpath", "-o", str(sb.kueuectl), "./cmd/kueuectl"],
+            cwd=sb.source,
+        )
     return sb
 
 

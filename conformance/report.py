@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from conformance.specs import SPECS, Spec, find
+from conformance.specs import FAMILIES, SPECS, Spec, find
 
 PASSED, FAILED, NOT_APPLICABLE, NOT_RUN = "passed", "failed", "not applicable", "not run"
 _LABELS = re.compile(r"(\s\[[^\]]*\])+$")
@@ -103,6 +103,19 @@ def summary_line(res: list[Result]) -> str:
     if count[NOT_RUN]:
         line += f" ({count[NOT_RUN]} not run: left out by --suites or --focus)"
     return line
+
+
+def family_lines(res: list[Result], families: list[str]) -> list[str]:
+    """The summary line of each suite family asked for (in FAMILIES' order), of its specs only; then,
+    with more than one, the line of them all."""
+    asked = [f for f in FAMILIES if f in families]
+    lines = []
+    for fam in asked:
+        mine = [r for r in res if r.spec.suite in FAMILIES[fam]]
+        lines.append(summary_line(mine).replace("conformance:", f"conformance {fam}:", 1))
+    if len(asked) > 1:
+        lines.append(summary_line([r for r in res if any(r.spec.suite in FAMILIES[f] for f in asked)]))
+    return lines
 
 
 def table(res: list[Result]) -> str:

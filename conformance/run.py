@@ -1,10 +1,12 @@
-"""`make conformance` (`python -m conformance`): upstream Kueue's MultiKueue e2e suites against a fleet of
-ours. Builds the suites (conformance/build.py), starts a conformance fleet (`localfleet up --conformance`:
-a manager cluster and two workers, our worker_agent everywhere and our manager), provides what the
-suites expect of their clusters (conformance/environment.py), runs each suite with the specs that do not
-apply skipped (conformance/specs.py), and prints every spec's result and the summary line
-`conformance: P passed, F failed, N not applicable of T`. Exit 1 if an applicable spec failed, 2 if the
-harness itself could not run. docs/conformance.md has the table and the command's options."""
+"""`make conformance` (`python -m conformance`): upstream Kueue's e2e suites against fleets of ours.
+Builds the suites (conformance/build.py); runs the MultiKueue family on a conformance fleet of a
+manager cluster and two workers (`localfleet up --conformance`: our worker_agent everywhere and our
+manager) prepared as conformance/environment.py says, and the single-cluster and sequential families on
+a one-cluster fleet with our worker_agent as Kueue, prepared as upstream's kind cluster
+(conformance/singlecluster.py); skips the specs that do not apply (conformance/specs.py) and prints
+every spec's result and a summary line per family, `conformance <family>: P passed, F failed, N not
+applicable of T`. Exit 1 if an applicable spec failed, 2 if the harness itself could not run.
+docs/conformance.md has the tables and the command's options."""
 
 from __future__ import annotations
 
@@ -20,14 +22,22 @@ import yaml
 
 from conformance import build as suites_build
 from conformance import environment as envmod
-from conformance import report, specs
+from conformance import report, singlecluster, specs, stand_ins
 from conformance.bridge import RestartBridge
 from localfleet.binaries import Binaries, read_versions
 from localfleet.common import REPO, FleetError, log
 from localfleet.kube import Kubectl
-from localfleet.processes import State, wait_for
+from localfleet.processes import State
 
 DEFAULT_DIR = "/dev/shm/kueue-federation-conformance"
+# The fleets the suites run on: the MultiKueue suites on a manager cluster and two workers, the
+# single-cluster and sequential ones on one cluster with our worker_agent as Kueue (its nodes as many
+# as upstream's kind cluster has workers).
+MULTIKUEUE_FLEET, SINGLE_FLEET = "multikueue", "single"
+UP_ARGS = {
+    MULTIKUEUE_FLEET: ("--agents", "--manager", "--conformance", "--workers", "2", "--no-smoke"),
+    SINGLE_FLEET: ("--agents", "--conformance", "--workers", "0", "--nodes", "2", "--no-smoke"),
+}
 LOCALFLEET = REPO / "hack" / "localfleet.py"
 
 
@@ -36,18 +46,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--suites",
         default=",".join(s for s in specs.SUITES if any(x.applies for x in specs.of_suite(s))),
-        help="comma-separated suites to run (default: every suite with an applicable spec)",
+        help="comma-separated suites or families (multikueue, singlecluster, sequential) to run "
+        "(default: every suite with an applicable spec)",
     )
     p.add_argument(
         "--short", action="store_true", help=f"only {' and '.join(specs.SHORT_SUITES)} (make test)"
     )
-    p.add_argument("--dir", default=DEFAULT_DIR, help="the fleet's run directory")
-    p.add_argument("--fleet", action="store_true", help="use the fleet already up in --dir; leave it up")
+    p.add_argument("--dir", default=DEFAULT_DIR, help="the MultiKueue suites' fleet's run directory")
+    p.add_argument(
+        "--single-dir",
+        default=DEFAULT_DIR + "-single",
+        help="the single-cluster and sequential suites' fleet's run directory",
+    )
+    p.add_argument(
+        "--fleet",
+        action="store_true",
+        help="use the fleets already up in --dir / --single-dir; leave them up",
+    )
     p.add_argument("--keep", action="store_true", help="leave the fleet up afterwards")
     p.add_argument("--out", default="conformance-results", help="JUnit files, suite logs and results.json")
     p.add_argument("--focus", default="", help="a ginkgo focus regex, to run some specs only")
     p.add_argument("--timeout", default="90m", help="each suite's ginkgo timeout")
     return p.parse_args(argv)
+
+
+def fleet_of(suite: str) -> str:
+    return MULTIKUEUE_FLEET if specs.family(suite) == specs.MULTIKUEUE else SINGLE_FLEET
 
 
 def localfleet(run_dir: str, *args: str) -> None:
@@ -62,65 +86,24 @@ def prepare(state: State, out: Path, cluster_profile_crd: Path, bridge: RestartB
     made Ready by the bridge (started here); returns the suites' environment."""
     bins = Binaries(read_versions())
     clusters = state.data["clusters"]
-    admin = {name: yaml.safe_load(Path(c["kubeconfig"]).read_text()) for name, c in clusters.items()}
-    kubeconfig = out / "kind.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(envmod.kind_kubeconfig(admin)))
-    kubeconfig.chmod(0o600)
-    options = state.data["options"]
-    left_out = set(options.get("leftOut") or ())
-    operators = [
-        k
-        for k, on in (
-            ("lws", True),
-            ("jobset", options.get("jobset")),
-            ("ray", "ray" not in left_out),
-            ("appwrapper", "appwrapper" not in left_out),
-        )
-        if on
-    ]
+    kubeconfig = stand_ins.write_kubeconfig(clusters, out / "kind.kubeconfig")
+    operators = stand_ins.fleet_operators(state)
+    kubectls = {name: Kubectl(bins.path("kubectl"), c["kubeconfig"]) for name, c in clusters.items()}
     for name, c in clusters.items():
-        kubectl = Kubectl(bins.path("kubectl"), c["kubeconfig"])
         agent = c.get("agent") or {}
         if not agent.get("config"):
             raise FleetError(f"{name} runs no worker_agent of ours: `up --agents` is needed")
         config = yaml.safe_load(Path(agent["config"]).read_text())
         docs = envmod.kueue_objects(name, config, manager=c.get("role") == "manager")
-        docs += envmod.operator_objects(name, operators)
-        kubectl("create", "namespace", envmod.KUEUE_NAMESPACE, check=False)
-        for ns in {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}:
-            kubectl("create", "namespace", ns, check=False)
-        kubectl.apply([d for d in docs if d["kind"] != "Namespace"])
+        stand_ins.apply(kubectls[name], docs + envmod.operator_objects(name, operators))
     bridge.start()
-    for name, c in clusters.items():
-        kubectl = Kubectl(bins.path("kubectl"), c["kubeconfig"])
-        wait_for(
-            f"{name} stand-in Deployments Available",
-            lambda kubectl=kubectl: available(kubectl),
-            180,
-            interval=1,
-        )
+    stand_ins.wait_available(kubectls)
     # The ClusterProfile CRD (Open Cluster Management's cluster inventory) on the manager cluster, where
     # upstream's e2e setup installs it for the specs that connect a worker through a ClusterProfile.
     manager = next(c for c in clusters.values() if c.get("role") == "manager")
     Kubectl(bins.path("kubectl"), manager["kubeconfig"]).apply(cluster_profile_crd.read_text())
     servers = {name: c["server"] for name, c in clusters.items()}
     return envmod.suite_env(servers, str(kubeconfig))
-
-
-def available(kubectl: Kubectl) -> bool:
-    res = kubectl(
-        "get", "deployments", "-A", "-l", "control-plane=controller-manager", "-o", "json", check=False
-    )
-    if res.returncode != 0:
-        return False
-    items = json.loads(res.stdout)["items"]
-    return bool(items) and all(
-        any(
-            c["type"] == "Available" and c["status"] == "True"
-            for c in (d.get("status") or {}).get("conditions") or []
-        )
-        for d in items
-    )
 
 
 def run_suite(sb: suites_build.SuiteBinaries, suite: str, env: dict[str, str], args, out: Path) -> bool:
@@ -137,8 +120,8 @@ def run_suite(sb: suites_build.SuiteBinaries, suite: str, env: dict[str, str], a
     skip = specs.skip_pattern(suite)
     if skip:
         cmd.append(f"--ginkgo.skip={skip}")
-    if suite == "extended":
-        cmd.append(f"--ginkgo.label-filter={specs.EXTENDED_LABEL_FILTER}")
+    if specs.LABEL_FILTERS.get(suite):
+        cmd.append(f"--ginkgo.label-filter={specs.LABEL_FILTERS[suite]}")
     if args.focus:
         cmd.append(f"--ginkgo.focus={args.focus}")
     log_file = out / f"{suite}.log"
@@ -151,9 +134,50 @@ def run_suite(sb: suites_build.SuiteBinaries, suite: str, env: dict[str, str], a
     return junit.is_file()
 
 
+def fleet_dir(args: argparse.Namespace, fleet: str) -> str:
+    return args.dir if fleet == MULTIKUEUE_FLEET else args.single_dir
+
+
+def start_fleet(fleet: str, sb: suites_build.SuiteBinaries, args, out: Path) -> tuple[RestartBridge, dict]:
+    """The fleet's bridge (started) and the suites' environment, the fleet started unless --fleet."""
+    run_dir = fleet_dir(args, fleet)
+    if not args.fleet:
+        localfleet(run_dir, "up", *UP_ARGS[fleet])
+    state = State.load(Path(run_dir))
+    if state is None:
+        raise FleetError(f"no fleet in {run_dir}")
+    clusters = state.data["clusters"]
+    if fleet == MULTIKUEUE_FLEET:
+        bridge = RestartBridge(Path(run_dir), clusters)
+        return bridge, prepare(state, out, suites_build.cluster_profile_crd(sb), bridge)
+    bridge = RestartBridge(Path(run_dir), clusters, merge=singlecluster.with_environment)
+    return bridge, singlecluster.prepare(state, out, sb.source, bridge)
+
+
+def run_on_fleet(
+    fleet: str, suites: list[str], sb: suites_build.SuiteBinaries, args, out: Path
+) -> dict[str, list[report.Case] | None]:
+    """Each suite's JUnit cases (None: it wrote no report), run on a fleet of the kind it needs."""
+    bridge = None
+    cases: dict[str, list[report.Case] | None] = {}
+    try:
+        bridge, env = start_fleet(fleet, sb, args, out)
+        for suite in suites:
+            wrote = run_suite(sb, suite, env, args, out)
+            junit = out / f"junit-{suite}.xml"
+            cases[suite] = report.parse_junit(junit.read_text()) if wrote else None
+    finally:
+        if bridge is not None:
+            bridge.stop()
+        if not args.fleet and not args.keep:
+            localfleet(fleet_dir(args, fleet), "down")
+    return cases
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    suites = list(specs.SHORT_SUITES) if args.short else [s for s in args.suites.split(",") if s]
+    asked = list(specs.SHORT_SUITES) if args.short else [s for s in args.suites.split(",") if s]
+    suites = [s for name in asked for s in specs.FAMILIES.get(name, (name,))]  # a family: its suites
     unknown = [s for s in suites if s not in specs.SUITES]
     if unknown:
         print(
@@ -164,42 +188,25 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    bridge = None
-    try:
-        sb = suites_build.build(suites)
-        if not args.fleet:
-            localfleet(
-                args.dir, "up", "--agents", "--manager", "--conformance", "--workers", "2", "--no-smoke"
-            )
-        state = State.load(Path(args.dir))
-        if state is None:
-            raise FleetError(f"no fleet in {args.dir}")
-        bridge = RestartBridge(Path(args.dir), state.data["clusters"])
-        env = prepare(state, out, suites_build.cluster_profile_crd(sb), bridge)
-    except FleetError as e:
-        print(f"conformance: the harness could not run: {e}", file=sys.stderr)
-        if bridge is not None:
-            bridge.stop()
-        if not args.fleet and not args.keep:
-            localfleet(args.dir, "down")
-        return 2
     cases: dict[str, list[report.Case] | None] = {}
     try:
-        for suite in suites:
-            wrote = run_suite(sb, suite, env, args, out)
-            junit = out / f"junit-{suite}.xml"
-            cases[suite] = report.parse_junit(junit.read_text()) if wrote else None
-    finally:
-        bridge.stop()
-        if not args.fleet and not args.keep:
-            localfleet(args.dir, "down")
-    res = report.results(cases, focused=bool(args.focus))
+        sb = suites_build.build(suites)
+        for fleet in (MULTIKUEUE_FLEET, SINGLE_FLEET):
+            mine = [s for s in suites if fleet_of(s) == fleet]
+            if mine:
+                cases.update(run_on_fleet(fleet, mine, sb, args, out))
+    except FleetError as e:
+        print(f"conformance: the harness could not run: {e}", file=sys.stderr)
+        return 2
+    families = {specs.family(s) for s in suites}
+    table = tuple(s for s in specs.SPECS if specs.family(s.suite) in families)
+    res = report.results(cases, table, focused=bool(args.focus))
     print(report.table(res))
-    line = report.summary_line(res)
+    lines = report.family_lines(res, [specs.family(s) for s in suites])
     (out / "results.json").write_text(
         json.dumps(
             {
-                "summary": line,
+                "summary": lines,
                 "suites": suites,
                 "seconds": round(time.monotonic() - started),
                 "specs": [
@@ -211,5 +218,5 @@ def main(argv: list[str] | None = None) -> int:
         )
         + "\n"
     )
-    print(line)
+    print("\n".join(lines))
     return report.exit_code(res)

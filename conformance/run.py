@@ -45,9 +45,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--suites",
-        default=",".join(s for s in specs.SUITES if any(x.applies for x in specs.of_suite(s))),
+        default=",".join(
+            s
+            for s in specs.SUITES
+            if specs.family(s) in specs.DEFAULT_FAMILIES and any(x.applies for x in specs.of_suite(s))
+        ),
         help="comma-separated suites or families (multikueue, singlecluster, sequential) to run "
-        "(default: every suite with an applicable spec)",
+        f"(default: every suite of {', '.join(specs.DEFAULT_FAMILIES)} with an applicable spec)",
     )
     p.add_argument(
         "--short", action="store_true", help=f"only {' and '.join(specs.SHORT_SUITES)} (make test)"
@@ -128,8 +132,11 @@ def run_suite(sb: suites_build.SuiteBinaries, suite: str, env: dict[str, str], a
     applicable = sum(s.applies for s in specs.of_suite(suite))
     log(f"running the {suite} suite ({applicable} applicable specs); output in {log_file}")
     t0 = time.monotonic()
+    # From its package's directory, as `go test` runs it (the kueuectl spec finds
+    # ../../../../bin/kubectl-kueue from there).
+    cwd = sb.source / suites_build.suite_package(suite)
     with log_file.open("w") as f:
-        rc = subprocess.run(cmd, cwd=sb.source, env={**os.environ, **env}, stdout=f, stderr=subprocess.STDOUT)
+        rc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **env}, stdout=f, stderr=subprocess.STDOUT)
     log(f"the {suite} suite exited {rc.returncode} after {time.monotonic() - t0:.0f} s")
     return junit.is_file()
 

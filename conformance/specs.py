@@ -19,6 +19,8 @@ FAMILIES = {
     SEQUENTIAL: ("sequential-baseline", "sequential-extended"),
 }
 SUITES = tuple(s for suites in FAMILIES.values() for s in suites)
+# What `make conformance` runs unless told (--suites): the sequential family is run on request.
+DEFAULT_FAMILIES = (MULTIKUEUE, SINGLECLUSTER)
 # The short form, run by `make test`: the suites whose applicable specs need nothing but the fleet.
 SHORT_SUITES = ("baseline", "extended")
 
@@ -41,6 +43,7 @@ CONCURRENT_ADMISSION = (
     "ConcurrentAdmission (alpha gate, on in upstream's e2e Configuration) is not implemented"
 )
 SPARK = "SparkApplication (spark-operator) is not an integration of ours"
+ELASTIC_JOBS = "ElasticJobsViaWorkloadSlices (workload slices for elastic Jobs) is not implemented yet"
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,7 @@ SINGLECLUSTER_SPECS: tuple[Spec, ...] = (
         "singlecluster-baseline",
         "should inject flavor nodeLabels and tolerations into the Job and pods at admission and "
         "after scale-up",
+        ELASTIC_JOBS,
     ),
     Spec("singlecluster-baseline", "keeps the reserved quota equal to the running pods"),
     Spec("singlecluster-baseline", "should ensure the default metrics are available", METRICS_EXEC),

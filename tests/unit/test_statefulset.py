@@ -5,13 +5,18 @@ MultiKueue copy carries the manager's UID."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 
+import pytest
+
+from kube_runtime.client import Conflict
 from kueue_domain import api
 from kueue_domain.config import parse_config
 from kueue_domain.naming import workload_name
 from manager.adapters.statefulset import StatefulSetAdapter, remote_statefulset_copy
 from worker_agent.integrations import enabled_frameworks
+from worker_agent.integrations import statefulset as sts_mod
 from worker_agent.webhooks import statefulset
 from worker_agent.webhooks.common import Facts, Lookups
 
@@ -134,3 +139,33 @@ def test_a_scale_up_from_zero_waits_for_the_scale_down_and_its_workload() -> Non
     on_hold = Facts(namespace_labels=FACTS.namespace_labels, earlier_workload_on_hold=True)
     assert statefulset.validate_update(old, up, CONFIG, on_hold) == []
     assert statefulset.validate_update(old, up, CONFIG, FACTS) == []  # no Workload
+
+
+def test_a_deleted_statefulsets_workload_is_finalized_again_after_a_failed_attempt() -> None:
+    # Upstream's "should admit group that fits": the StatefulSet deleted, letting its Workload go
+    # failed on a Conflict; the retry must still finalize it (it did not: the deleted StatefulSet
+    # was forgotten before the attempt, and the Workload kept its finalizer for good).
+    class Gone:
+        def get(self, key: str) -> None:
+            return None
+
+    integration = sts_mod.StatefulSetIntegration.__new__(sts_mod.StatefulSetIntegration)
+    integration.statefulsets = Gone()
+    integration.config = parse_config({"integrations": {"frameworks": ["statefulset"]}})
+    sts = statefulset.default(a_statefulset({api.LABEL_QUEUE_NAME: "lq"}), NS, CONFIG, NO_CACHES, FACTS)
+    attempts: list[str] = []
+
+    async def finalize(gone: dict) -> None:
+        attempts.append(gone["metadata"]["name"])
+        if len(attempts) == 1:
+            raise Conflict({"code": 409}, "Conflict", "the object has been modified")
+
+    integration._finalize = finalize
+    integration._deleted = {f"{NS}/db": sts}
+    with pytest.raises(Conflict):
+        asyncio.run(integration.reconcile(f"{NS}/db"))
+    asyncio.run(integration.reconcile(f"{NS}/db"))  # the controller's retry
+    assert attempts == ["db", "db"]
+    assert integration._deleted == {}
+    asyncio.run(integration.reconcile(f"{NS}/db"))  # once done, nothing more
+    assert attempts == ["db", "db"]

@@ -16,7 +16,7 @@ class Share:
 
     infinite: bool
     value: Fraction  # the unweighted ratio when infinite, else ratio / weight
-    ratio: int = 0
+    ratio: Fraction = Fraction(0)  # borrowed * 1000 / lendable, unrounded (upstream v0.19: a float)
     resource: str = ""
 
     @property
@@ -46,13 +46,13 @@ def dominant_resource_share(node: QuotaNode) -> Share:
     for fr in parent.subtree_quota:
         if fr[1] in borrowed:
             lendable[fr[1]] = lendable.get(fr[1], 0) + potential_available(parent, fr)
-    ratio, dominant = 0, ""
+    ratio, dominant = Fraction(0), ""
     for rname in sorted(borrowed):
         lr = lendable.get(rname, 0)
         if lr > 0:
-            r = borrowed[rname] * 1000 // lr
+            r = Fraction(borrowed[rname] * 1000, lr)
             if r > ratio:
                 ratio, dominant = r, rname
     if node.fair_weight == 0:
-        return Share(True, Fraction(ratio), ratio, dominant)
-    return Share(False, Fraction(ratio) / node.fair_weight, ratio, dominant)
+        return Share(True, ratio, ratio, dominant)
+    return Share(False, ratio / node.fair_weight, ratio, dominant)

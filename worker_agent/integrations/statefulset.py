@@ -79,9 +79,11 @@ class StatefulSetIntegration:
     async def reconcile(self, key: str) -> Result | None:
         sts = self.statefulsets.get(key)
         if sts is None:
-            gone = self._deleted.pop(key, None)
+            # Forgotten only once finalized: a failed attempt (a Conflict on the Workload) is retried.
+            gone = self._deleted.get(key)
             if gone is not None and managed(gone, self.config):
                 await self._finalize(gone)
+            self._deleted.pop(key, None)
             return None
         if not managed(sts, self.config):
             return None

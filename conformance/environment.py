@@ -44,6 +44,7 @@ OPERATOR_DEPLOYMENTS = {
     "lws": ("lws-system", "lws-controller-manager"),
     "jobset": ("jobset-system", "jobset-controller-manager"),
     "ray": ("default", "kuberay-operator"),  # upstream's e2e setup installs it in `default`
+    "trainer": ("kubeflow-system", "kubeflow-trainer-controller-manager"),
     "appwrapper": ("appwrapper-system", "appwrapper-controller-manager"),
 }
 # The image the suites give Ray pods; kwok runs none (the Ray dashboard is a fleet stand-in).

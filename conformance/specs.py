@@ -43,7 +43,6 @@ CONCURRENT_ADMISSION = (
     "ConcurrentAdmission (alpha gate, on in upstream's e2e Configuration) is not implemented"
 )
 SPARK = "SparkApplication (spark-operator) is not an integration of ours"
-ELASTIC_JOBS = "ElasticJobsViaWorkloadSlices (workload slices for elastic Jobs) is not implemented yet"
 
 
 @dataclass(frozen=True)
@@ -251,7 +250,7 @@ SINGLECLUSTER_SPECS: tuple[Spec, ...] = (
         "singlecluster-baseline",
         "should inject flavor nodeLabels and tolerations into the Job and pods at admission and "
         "after scale-up",
-        ELASTIC_JOBS,
+        WORKLOAD_SLICES,
     ),
     Spec("singlecluster-baseline", "keeps the reserved quota equal to the running pods"),
     Spec("singlecluster-baseline", "should ensure the default metrics are available", METRICS_EXEC),
@@ -262,36 +261,34 @@ SINGLECLUSTER_SPECS: tuple[Spec, ...] = (
         METRICS_EXEC,
     ),
     Spec("singlecluster-extended", "when PyTorch created should admit group with leader only", KUBEFLOW_V1),
-    Spec("singlecluster-extended", "Should admit Workload for Job", APPWRAPPER),
-    Spec("singlecluster-extended", "Should admit Workload for Deployment Pods", APPWRAPPER),
+    Spec("singlecluster-extended", "Should admit Workload for Job"),
+    Spec("singlecluster-extended", "Should admit Workload for Deployment Pods"),
     Spec("singlecluster-extended", "Should run a MPIJob if admitted", MPIJOB),
     Spec(
         "singlecluster-extended",
         "Should allow to suspend a MPIJob when the ClusterQueue is stopped with the HoldAndDrain policy",
         MPIJOB,
     ),
-    Spec("singlecluster-extended", "Should run a rayjob if admitted", RAY),
-    Spec("singlecluster-extended", "Should run a rayjob with InTreeAutoscaling", RAY),
-    Spec("singlecluster-extended", "Should run a rayjob with multi scale-up steps", RAY),
+    Spec("singlecluster-extended", "Should run a rayjob if admitted"),
+    Spec("singlecluster-extended", "Should run a rayjob with InTreeAutoscaling", WORKLOAD_SLICES),
+    Spec("singlecluster-extended", "Should run a rayjob with multi scale-up steps", WORKLOAD_SLICES),
     Spec(
         "singlecluster-extended",
         "Should account for the SidecarMode submitter in the head PodSet quota",
-        RAY,
     ),
-    Spec("singlecluster-extended", "Should run a RayCluster on worker if admitted", RAY),
+    Spec("singlecluster-extended", "Should run a RayCluster on worker if admitted"),
     Spec(
         "singlecluster-extended",
         "Should account for the autoscaler sidecar in the head PodSet quota when in-tree "
         "autoscaling is enabled",
-        RAY,
     ),
-    Spec("singlecluster-extended", "Should run a RayService if admitted", RAY),
+    Spec("singlecluster-extended", "Should run a RayService if admitted", RAY_SERVICE),
     Spec(
         "singlecluster-extended",
         "Should run the Redis cleanup Job when a GCS fault-tolerant RayService is deleted",
-        RAY,
+        RAY_SERVICE,
     ),
-    Spec("singlecluster-extended", "Should run a rayservice with InTreeAutoscaling", RAY),
+    Spec("singlecluster-extended", "Should run a rayservice with InTreeAutoscaling", RAY_SERVICE),
     Spec("singlecluster-extended", "Should run a jobSet if admitted"),
     Spec("singlecluster-extended", "Should allow to suspend a JobSet when injected nodeSelector"),
     Spec("singlecluster-extended", "when JAX created should admit group with leader only", KUBEFLOW_V1),
@@ -339,13 +336,11 @@ SINGLECLUSTER_SPECS: tuple[Spec, ...] = (
         "should only recreate the deleted pod when policy is set to NoneRestartPolicy",
     ),
     Spec("singlecluster-extended", "shouldn't delete deactivated Workload"),
-    Spec("singlecluster-extended", "Should scale RayCluster worker groups independently", RAY),
+    Spec("singlecluster-extended", "Should scale RayCluster worker groups independently", WORKLOAD_SLICES),
     Spec("singlecluster-extended", "Should run a TrainJob if admitted"),
     Spec("singlecluster-extended", "Should allow to suspend a TrainJob when injected nodeSelector"),
 )
-SINGLECLUSTER_EXTENDED_LABEL_FILTER = (
-    "!feature:appwrapper && !feature:pytorchjob && !feature:jaxjob && !feature:mpijob && !feature:kuberay"
-)
+SINGLECLUSTER_EXTENDED_LABEL_FILTER = "!feature:pytorchjob && !feature:jaxjob && !feature:mpijob"
 
 # test/e2e/sequential/{baseline,extended}: the same cluster; the specs change Kueue's Configuration and
 # restart it (conformance/bridge.py).

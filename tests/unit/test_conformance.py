@@ -189,11 +189,15 @@ def test_kueue_system_objects_stand_for_our_processes_and_hold_the_configuration
     assert service["metadata"]["name"] == "kueue-webhook-service"
     assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
     assert yaml.safe_load(config_map["data"]["controller_manager_config.yaml"]) == config
-    docs = envmod.operator_objects("manager", ["lws", "jobset", "trainer"])
+    docs = envmod.operator_objects("manager", ["lws", "jobset", "trainer", "helm"])
     names = [
         (d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs if d["kind"] == "Deployment"
     ]
-    assert names == [("lws-system", "lws-controller-manager"), ("jobset-system", "jobset-controller-manager")]
+    assert names == [
+        ("lws-system", "lws-controller-manager"),
+        ("jobset-system", "jobset-controller-manager"),
+        ("kubeflow-system", "kubeflow-trainer-controller-manager"),  # the single-cluster suite waits for it
+    ]
 
 
 STOCK_POD_READY = {

@@ -26,8 +26,9 @@ help:
 	@echo "make bench-engine-upstream  the same, then upstream Kueue's minimalkueue, side by side"
 	@echo "make diff-upstream          every scenario (SCENARIO=FILE or DIR, default tests/scenarios) against our"
 	@echo "                            worker_agent and upstream Kueue's minimalkueue; workload-by-workload differences"
-	@echo "make conformance  upstream Kueue's own MultiKueue e2e suites against a fleet of ours (docs/conformance.md;"
-	@echo "                  CONFORMANCE_ARGS=--short for the baseline and extended suites only)"
+	@echo "make conformance  upstream Kueue's own e2e suites against fleets of ours: MultiKueue's, and the single-cluster"
+	@echo "                  ones against one cluster (docs/conformance.md; CONFORMANCE_ARGS=--short: MultiKueue's"
+	@echo "                  baseline and extended only; CONFORMANCE_ARGS=\"--suites singlecluster\": one family)"
 	@echo "make chaos   the chaos test's long form (CHAOS_WORKLOADS=500) on a fleet of its own; see docs/reliability.md"
 	@echo "make bench-federation       MultiKueue dispatch of 1,000 Jobs through a fresh fleet (BENCH_ARGS=\"--rate 0\")"
 	@echo "make bench-compare          1,000 Jobs + 200 LWS through ours and upstream Kueue, each at its shipped defaults"
@@ -117,7 +118,7 @@ chaos: venv build
 bench-compare: venv
 	$(PY) -m bench.compare $(BENCH_ARGS)
 
-# Upstream Kueue's own MultiKueue e2e suites against a fleet of ours; see docs/conformance.md.
+# Upstream Kueue's own e2e suites (MultiKueue, single-cluster) against fleets of ours; see docs/conformance.md.
 CONFORMANCE_ARGS ?=
 conformance: venv build
 	$(PY) -m conformance $(CONFORMANCE_ARGS)

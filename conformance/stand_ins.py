@@ -44,7 +44,7 @@ def wait_available(kubectls: dict[str, Kubectl]) -> None:
         wait_for(
             f"{name} stand-in Deployments Available",
             lambda kubectl=kubectl: available(kubectl),
-            180,
+            300,  # Kueue's after our agent's restart, which waits out its old lease, on a loaded machine
             interval=1,
         )
 

@@ -43,6 +43,7 @@ CONCURRENT_ADMISSION = (
     "ConcurrentAdmission (alpha gate, on in upstream's e2e Configuration) is not implemented"
 )
 SPARK = "SparkApplication (spark-operator) is not an integration of ours"
+REDIS = "an environment limit: it runs a Redis server in a container for GCS fault tolerance; kwok runs none"
 RAY_SUBMITTER = (
     "an environment limit: KubeRay waits for the RayJob's submitter Job (`ray job submit` in a "
     "container) to complete; on the fleet's kwok pods it never ends, though the job itself succeeds"
@@ -287,13 +288,13 @@ SINGLECLUSTER_SPECS: tuple[Spec, ...] = (
         "autoscaling is enabled",
         WORKLOAD_SLICES,
     ),
-    Spec("singlecluster-extended", "Should run a RayService if admitted", RAY_SERVICE),
+    Spec("singlecluster-extended", "Should run a RayService if admitted"),
     Spec(
         "singlecluster-extended",
         "Should run the Redis cleanup Job when a GCS fault-tolerant RayService is deleted",
-        RAY_SERVICE,
+        REDIS,
     ),
-    Spec("singlecluster-extended", "Should run a rayservice with InTreeAutoscaling", RAY_SERVICE),
+    Spec("singlecluster-extended", "Should run a rayservice with InTreeAutoscaling", WORKLOAD_SLICES),
     Spec("singlecluster-extended", "Should run a jobSet if admitted"),
     Spec("singlecluster-extended", "Should allow to suspend a JobSet when injected nodeSelector"),
     Spec("singlecluster-extended", "when JAX created should admit group with leader only", KUBEFLOW_V1),

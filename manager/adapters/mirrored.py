@@ -15,13 +15,13 @@ from kube_runtime.informer import Informer, compact
 from kueue_domain import api
 from kueue_domain.naming import prebuilt_workload_name
 from manager.adapters.base import (
+    clone_for_creation,
     create_remote,
     delete_if_owned,
     just_created,
     owned_by,
     remote_object,
     remote_or_finished_gone,
-    set_multikueue_meta,
 )
 from manager.adapters.job import merge_patch
 
@@ -49,25 +49,11 @@ def zeroed_jobs_status_patch(local: Obj, field: str) -> Obj | None:
 
 
 def spec_copy(resource: api.Resource, local: Obj, workload_name: str, origin: str) -> Obj:
-    """What is created on the worker for a kind copied as it is (CloneObjectMetaForCreation + the
-    whole spec, managedBy cleared so that the worker's own controller runs it), with the origin
-    label and the prebuilt Workload name."""
-    meta = local["metadata"]
+    """What is created on the worker for a kind copied as it is: the whole spec, managedBy cleared
+    so that the worker's own controller runs it (clone_for_creation does the rest)."""
     spec = copy.deepcopy(local.get("spec") or {})
     spec.pop("managedBy", None)
-    obj: Obj = {
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "labels": dict(meta.get("labels") or {}),
-            "annotations": dict(meta.get("annotations") or {}),
-        },
-        "spec": spec,
-    }
-    set_multikueue_meta(obj, workload_name, origin)
-    return obj
+    return clone_for_creation(resource, local, spec, workload_name, origin)
 
 
 class MirroredStatusAdapter:

@@ -8,6 +8,7 @@ RayCluster never finishes by itself (upstream's Finished is always false)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kueue_domain import api
@@ -21,8 +22,7 @@ def ray_cluster_finished(ray_cluster: Obj) -> bool:
     return False
 
 
-def remote_ray_cluster_copy(local: Obj, workload_name: str, origin: str) -> Obj:
-    return spec_copy(api.RAY_CLUSTER, local, workload_name, origin)
+remote_ray_cluster_copy = functools.partial(spec_copy, api.RAY_CLUSTER)  # (local, workload_name, origin)
 
 
 class RayClusterAdapter(MirroredStatusAdapter):

@@ -7,6 +7,7 @@ the Workload finishes, is evicted or is garbage-collected."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kueue_domain import api
@@ -21,8 +22,7 @@ def ray_job_finished(ray_job: Obj) -> bool:
     return (ray_job.get("status") or {}).get("jobDeploymentStatus") in FINISHED
 
 
-def remote_ray_job_copy(local: Obj, workload_name: str, origin: str) -> Obj:
-    return spec_copy(api.RAY_JOB, local, workload_name, origin)
+remote_ray_job_copy = functools.partial(spec_copy, api.RAY_JOB)  # (local, workload_name, origin)
 
 
 class RayJobAdapter(MirroredStatusAdapter):

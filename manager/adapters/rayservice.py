@@ -11,6 +11,7 @@ default in v0.19); other spec changes are not."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import TYPE_CHECKING, Any
 
 from kueue_domain import api
@@ -27,8 +28,7 @@ def ray_service_finished(ray_service: Obj) -> bool:
     return False
 
 
-def remote_ray_service_copy(local: Obj, workload_name: str, origin: str) -> Obj:
-    return spec_copy(api.RAY_SERVICE, local, workload_name, origin)
+remote_ray_service_copy = functools.partial(spec_copy, api.RAY_SERVICE)  # (local, workload_name, origin)
 
 
 class RayServiceAdapter(MirroredStatusAdapter):

@@ -19,6 +19,7 @@ from kueue_domain import api, fields
 from kueue_domain.fields import FieldError, Path
 from kueue_domain.resources import parse_quantity
 from worker_agent.integrations import framework
+from worker_agent.integrations.jobframework import templated
 
 Obj = dict[str, Any]
 
@@ -142,3 +143,13 @@ def cluster_spec_errors(cluster_spec: Obj, path: Path, autoscaling_message: str)
                 )
             )
     return errors
+
+
+class RayReconciler(templated.TemplatedReconciler):
+    """What the KubeRay kinds declare alike: KubeRay's managedBy, no reclaimable pods (a Ray cluster
+    keeps its pods until it is deleted or suspended)."""
+
+    managed_by_default = KUBERAY_CONTROLLER
+
+    def reclaimable_pods(self, obj: Obj, wl: Obj) -> list[Obj]:
+        return []

@@ -21,7 +21,6 @@ from typing import Any
 
 from kueue_domain import api
 from worker_agent.integrations import ray
-from worker_agent.integrations.jobframework import templated
 
 Obj = dict[str, Any]
 
@@ -55,17 +54,13 @@ def pods_ready(ray_cluster: Obj) -> bool:
     return ray.pods_ready(status(ray_cluster))
 
 
-class RayClusterIntegration(templated.TemplatedReconciler):
+class RayClusterIntegration(ray.RayReconciler):
     name = api.FRAMEWORK_RAY_CLUSTER
     resource = api.RAY_CLUSTER
     index_prefix = "rayCluster"
-    managed_by_default = ray.KUBERAY_CONTROLLER
 
     podsets = staticmethod(podsets)
     pod_templates = staticmethod(pod_templates)
     is_active = staticmethod(is_active)
     finished = staticmethod(finished)
     pods_ready = staticmethod(pods_ready)
-
-    def reclaimable_pods(self, ray_cluster: Obj, wl: Obj) -> list[Obj]:
-        return []

@@ -24,7 +24,6 @@ from typing import Any
 
 from kueue_domain import api
 from worker_agent.integrations import framework, ray
-from worker_agent.integrations.jobframework import templated
 
 Obj = dict[str, Any]
 SUBMITTER = "submitter"  # the submitter Job's PodSet
@@ -109,23 +108,19 @@ def on_existing_cluster(ray_job: Obj) -> bool:
     return bool(_spec(ray_job).get("clusterSelector"))
 
 
-class RayJobIntegration(templated.TemplatedReconciler):
+class RayJobIntegration(ray.RayReconciler):
     """The RayCluster and submitter Job of a managed RayJob are left to its Workload (`manages_child`,
     asked by the RayCluster and batch/v1 Job integrations)."""
 
     name = api.FRAMEWORK_RAY_JOB
     resource = api.RAY_JOB
     index_prefix = "rayJob"
-    managed_by_default = ray.KUBERAY_CONTROLLER
 
     podsets = staticmethod(podsets)
     pod_templates = staticmethod(pod_templates)
     is_active = staticmethod(is_active)
     finished = staticmethod(finished)
     pods_ready = staticmethod(pods_ready)
-
-    def reclaimable_pods(self, ray_job: Obj, wl: Obj) -> list[Obj]:
-        return []
 
     def ready(self, key: str, ray_job: Obj) -> bool:
         return not on_existing_cluster(ray_job)

@@ -19,7 +19,6 @@ from typing import Any
 
 from kueue_domain import api
 from worker_agent.integrations import ray
-from worker_agent.integrations.jobframework import templated
 
 Obj = dict[str, Any]
 CLUSTER_CONFIG = "rayClusterConfig"  # spec.rayClusterConfig: the RayCluster spec it runs
@@ -48,11 +47,10 @@ def finished(ray_service: Obj) -> tuple[bool, bool, str]:
     return False, False, "Running"
 
 
-class RayServiceIntegration(templated.TemplatedReconciler):
+class RayServiceIntegration(ray.RayReconciler):
     name = api.FRAMEWORK_RAY_SERVICE
     resource = api.RAY_SERVICE
     index_prefix = "rayService"
-    managed_by_default = ray.KUBERAY_CONTROLLER
     suspend_path = ("spec", CLUSTER_CONFIG, "suspend")
 
     podsets = staticmethod(podsets)
@@ -60,6 +58,3 @@ class RayServiceIntegration(templated.TemplatedReconciler):
     is_active = staticmethod(ready)
     finished = staticmethod(finished)
     pods_ready = staticmethod(ready)
-
-    def reclaimable_pods(self, ray_service: Obj, wl: Obj) -> list[Obj]:
-        return []

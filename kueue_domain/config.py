@@ -215,6 +215,7 @@ SCHEMA: dict[str, Any] = {
     "resources": {
         "excludeResourcePrefixes": _List(str),
         "transformations": _List({"input": str, "strategy": str, "multiplyBy": ANY, "outputs": _Map(ANY)}),
+        "quotaCheckStrategy": str,
     },
     "featureGates": _Map(bool),
     "objectRetentionPolicies": {
@@ -795,13 +796,19 @@ def _parse_multikueue(data: dict[str, Any], problems: list[str]) -> MultiKueueSe
 def _parse_leader_election(data: dict[str, Any], namespace: str, problems: list[str]) -> dict[str, Any]:
     """`leaderElection` with v1beta1 defaults, as Configuration's keyword arguments."""
     le_raw = data.get("leaderElection") or {}
+
+    def duration(key: str, default: str) -> float:
+        # A zero duration is defaulted as a missing one, as upstream's defaulting does (a
+        # Configuration marshalled from Go, as upstream's e2e suites write it, has "0s" for unset ones).
+        return parse_duration(le_raw.get(key) or "0s") or parse_duration(default)
+
     leader_election = {
         "leader_elect": bool(le_raw.get("leaderElect", True)),
         "leader_election_id": le_raw.get("resourceName") or DEFAULT_LEADER_ELECTION_ID,
         "leader_election_namespace": le_raw.get("resourceNamespace") or namespace,
-        "lease_duration_seconds": parse_duration(le_raw.get("leaseDuration", "15s")),
-        "renew_deadline_seconds": parse_duration(le_raw.get("renewDeadline", "10s")),
-        "retry_period_seconds": parse_duration(le_raw.get("retryPeriod", "2s")),
+        "lease_duration_seconds": duration("leaseDuration", "15s"),
+        "renew_deadline_seconds": duration("renewDeadline", "10s"),
+        "retry_period_seconds": duration("retryPeriod", "2s"),
     }
     if not (
         leader_election["lease_duration_seconds"]

@@ -347,3 +347,27 @@ def test_the_visibility_server_block_gives_the_visibility_address():
     assert "visibilityServer.bindPort: Invalid value: 0: must be a valid port number (1-65535)" in str(
         err.value
     )
+
+
+def test_a_configuration_marshalled_from_go_is_read_with_its_zero_values_defaulted():
+    # Upstream's sequential e2e suites write back the Configuration they read, marshalled from Go:
+    # unset durations and names come as "0s" and "", which upstream's defaulting fills in.
+    cfg = parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "leaderElection": {
+                "leaderElect": True,
+                "leaseDuration": "0s",
+                "renewDeadline": "0s",
+                "retryPeriod": "0s",
+                "resourceLock": "",
+                "resourceName": "",
+                "resourceNamespace": "kueue-system",
+            },
+            "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+        }
+    )
+    assert (cfg.lease_duration_seconds, cfg.renew_deadline_seconds, cfg.retry_period_seconds) == (15, 10, 2)
+    assert cfg.leader_election_id == "c1f6bfd2.kueue.x-k8s.io"
+    assert cfg.requests.quota_check_strategy == "IgnoreUndeclared"

@@ -12,7 +12,9 @@ Deployments; on our fleet they are processes on this machine. So, on every clust
 - the ConfigMap `kueue-manager-config` holding the agent's Configuration, from which the suites read
   the enabled frameworks (they grant the manager's identity on workers the matching RBAC);
 - stand-in Deployments `lws-system/lws-controller-manager` and `jobset-system/jobset-controller-manager`
-  for the LWS and JobSet controllers, which run as processes too;
+  for the LWS and JobSet controllers, which run as processes too, and likewise for the other
+  operators of OPERATOR_DEPLOYMENTS (the suites wait for the training-operator's on the manager
+  cluster too, where upstream installs it; ours has its CRDs only);
 - each cluster's apiserver address for the MultiKueue kubeconfigs the suites write, in
   CONFORMANCE_SERVER_<CLUSTER> (read by our patch to upstream's test/util.GetClusterServerAddress).
 
@@ -46,6 +48,8 @@ OPERATOR_DEPLOYMENTS = {
     "ray": ("default", "kuberay-operator"),  # upstream's e2e setup installs it in `default`
     "trainer": ("kubeflow-system", "kubeflow-trainer-controller-manager"),
     "appwrapper": ("appwrapper-system", "appwrapper-controller-manager"),
+    "training": ("kubeflow", "training-operator"),
+    "mpi": ("mpi-operator", "mpi-operator"),
 }
 # The image the suites give Ray pods; kwok runs none (the Ray dashboard is a fleet stand-in).
 KUBERAY_RAY_IMAGE = "rayproject/ray:2.41.0"

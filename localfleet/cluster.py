@@ -343,7 +343,9 @@ class ControlPlane:
                     docs = ours
                 names = [d["metadata"]["name"] for d in docs]
                 kubectl = self.kubectl(c)
-                kubectl.apply(docs if self.runs_upstream(c) else self.local_conversion(c, docs))
+                # Every operator's CRDs at once (over 10 MB): on a loaded machine the three apiservers
+                # took more than kubectl's usual 2 minutes to store them all.
+                kubectl.apply(docs if self.runs_upstream(c) else self.local_conversion(c, docs), timeout=600)
                 kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
                 kubectl("create", "namespace", "kueue-system", check=False)
             except Exception as e:

@@ -152,7 +152,7 @@ class Kubectl:
             raise FleetError(f"kubectl {' '.join(args)} failed: {res.stderr.strip()}")
         return res
 
-    def apply(self, docs: list[dict] | str) -> list[str]:
+    def apply(self, docs: list[dict] | str, timeout: float = 120) -> list[str]:
         """Server-side apply; returns kubectl's lines (`kind/name serverside-applied`). Objects go to
         kubectl as one JSON List (dumping large ones, CRDs, as YAML took seconds)."""
         if isinstance(docs, str):
@@ -160,7 +160,14 @@ class Kubectl:
         else:
             text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)})
         res = self(
-            "apply", "--server-side", "--force-conflicts", "--field-manager=localfleet", "-f", "-", input=text
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=localfleet",
+            "-f",
+            "-",
+            input=text,
+            timeout=timeout,
         )
         return res.stdout.splitlines()
 

@@ -346,7 +346,8 @@ class ControlPlane:
                 # Every operator's CRDs at once (over 10 MB): on a loaded machine the three apiservers
                 # took more than kubectl's usual 2 minutes to store them all.
                 kubectl.apply(docs if self.runs_upstream(c) else self.local_conversion(c, docs), timeout=600)
-                kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
+                established = [f"crd/{n}" for n in names]  # as slow as the apply on a busy machine
+                kubectl("wait", "--for=condition=Established", "--timeout=300s", *established, timeout=330)
                 kubectl("create", "namespace", "kueue-system", check=False)
             except Exception as e:
                 errors.append(e)

@@ -12,9 +12,10 @@
   it writes the ConfigMap's `featureGates` and `multiKueue` over our processes' Configuration files
   (the rest of those files is the fleet's own: addresses, ports, certificates; the single-cluster
   suites' bridge takes the ConfigMap's whole Configuration instead, with the fleet's addresses, ports
-  and certificates over it: conformance/singlecluster.py) and stops our processes
-  on that cluster; their supervisors start them again (localfleet/supervisor.py, after its 10 s
-  back-off), as a kubelet starts a new pod. The new pod is Ready once they answer /readyz again.
+  and certificates over it: conformance/singlecluster.py) and stops our processes on that cluster
+  through their supervisors (SIGHUP: a replacement), which start them again after their initial 10 s
+  back-off (localfleet/supervisor.py), as a rollout starts a new pod. The new pod is Ready once they
+  answer /readyz again.
 
 The suites then wait, as upstream, for the Deployment to be Available, for a dry-run through our
 agent's webhook to succeed and for the agent's Lease to be renewed. At the end the bridge puts the
@@ -209,10 +210,13 @@ class RestartBridge:
             if not config:
                 continue
             Path(config).write_text(yaml.safe_dump(self.merge(self.base[config], theirs)))
-            pid = self.status(cluster, component).get("pid")
-            if pid:
+            status = self.status(cluster, component)
+            pid, supervisor = status.get("pid"), status.get("supervisorPid")
+            if pid and supervisor:
                 try:
-                    os.kill(pid, signal.SIGTERM)
+                    # A replacement, as a rollout's new pod: the supervisor ends the process and starts
+                    # it after its initial back-off, not a crash-loop one grown by every earlier restart.
+                    os.kill(supervisor, signal.SIGHUP)
                     stopped[component] = pid
                 except ProcessLookupError:
                     pass

@@ -6,7 +6,9 @@
 It starts COMMAND with its output appended to the log (a marker line before every start), and
 when COMMAND exits, starts it again after kubelet's crash-loop back-off: 10 s, doubling up to
 5 minutes, back to 10 s once a run has lasted 10 minutes. SIGTERM or SIGINT to the supervisor is
-passed on to COMMAND, which is then not restarted; the supervisor exits when COMMAND has.
+passed on to COMMAND, which is then not restarted; the supervisor exits when COMMAND has. SIGHUP
+replaces COMMAND, as a rollout replaces a pod: it is sent SIGTERM and started again after the initial
+back-off, which a replacement neither grows nor takes from the crash-loop count.
 
 The status file (JSON, replaced atomically) says what `localfleet status` shows: the current pid,
 RESTARTS, the last exit (code or signal, and when), and whether it is running or waiting for its
@@ -58,6 +60,7 @@ class Supervisor:
         self.reset_after = args.reset_after
         self.child: subprocess.Popen | None = None
         self.stopping = threading.Event()
+        self.replacing = False  # SIGHUP: the child's exit is a replacement, not a crash
         self.status: dict = {"pid": None, "restarts": 0, "state": "starting", "supervisorPid": os.getpid()}
 
     def write_status(self, **changes) -> None:
@@ -75,6 +78,15 @@ class Supervisor:
             except ProcessLookupError:
                 pass
 
+    def on_replace(self, _signum: int, _frame) -> None:
+        self.replacing = True
+        child = self.child
+        if child is not None and child.poll() is None:
+            try:
+                child.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def start_child(self, run: int) -> None:
         with self.log_path.open("ab") as out:
             out.write(f"==== localfleet supervisor: start {run} of {self.cmd[0]} at {now_text()}\n".encode())
@@ -87,7 +99,8 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
-        backoff = 0.0
+        signal.signal(signal.SIGHUP, self.on_replace)
+        backoff = crash_backoff = 0.0
         run = 1
         while True:
             started = time.monotonic()
@@ -106,11 +119,19 @@ class Supervisor:
             if self.stopping.is_set():
                 self.write_status(pid=None, state="stopped", lastExit=exit_info, lastExitAt=now_text())
                 return 0
-            backoff = next_backoff(backoff, ran_for, self.initial, self.maximum, self.reset_after)
+            replaced, self.replacing = self.replacing, False
+            if replaced:
+                backoff = self.initial
+            else:
+                crash_backoff = next_backoff(
+                    crash_backoff, ran_for, self.initial, self.maximum, self.reset_after
+                )
+                backoff = crash_backoff
             restart_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=backoff)
             with self.log_path.open("ab") as out:
                 out.write(
-                    f"==== localfleet supervisor: {self.cmd[0]} exited ({exit_info}) after {ran_for:.0f}s; "
+                    f"==== localfleet supervisor: {self.cmd[0]} {'replaced' if replaced else 'exited'} "
+                    f"({exit_info}) after {ran_for:.0f}s; "
                     f"restarting in {backoff:.0f}s\n".encode()
                 )
             self.write_status(

@@ -108,3 +108,23 @@ def test_a_killed_program_comes_back_with_a_new_pid(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_sighup_replaces_the_program_without_growing_the_backoff(tmp_path):
+    # The conformance harness's restart bridge replaces our processes this way for every restart of
+    # Kueue's Deployment; as crashes, a dozen restarts grew the back-off to minutes.
+    proc, status, log = start(tmp_path, "sleep", "60")
+    try:
+        pid = wait_for(lambda: read_status(status).get("pid"))
+        for _ in range(3):
+            proc.send_signal(signal.SIGHUP)
+            pid = wait_for(
+                lambda pid=pid: (read_status(status).get("pid") or pid) != pid and read_status(status)["pid"]
+            )
+        assert (
+            log.read_text().count("restarting in 0s") == 3
+        )  # the initial 0.2 s each time, not 0.2, 0.4, 0.4
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

@@ -21,7 +21,7 @@ ANNOTATION_RUNS_FOR = "scenario.kueue-federation.io/runs-for"
 KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
 CONFIG_V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
 # The Configuration fields a scenario may set (for both engines).
-SCENARIO_CONFIG_FIELDS = ("fairSharing",)
+SCENARIO_CONFIG_FIELDS = ("fairSharing", "admissionFairSharing")
 FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 # Created in this order, whatever their order in the file (a LocalQueue needs its Namespace).
 SETUP_KINDS = ("Namespace", "WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
@@ -160,6 +160,15 @@ def scenario_config(doc: Obj, where: str) -> Obj:
         ):
             allowed = ", ".join(FAIR_SHARING_STRATEGIES)
             raise ScenarioError(f"{where}: fairSharing.preemptionStrategies must be a list of {allowed}")
+    afs = doc.get("admissionFairSharing")
+    if afs is not None and (
+        not isinstance(afs, dict)
+        or set(afs) - {"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"}
+    ):
+        raise ScenarioError(
+            f"{where}: admissionFairSharing must be a mapping of usageHalfLifeTime, usageSamplingInterval "
+            "and resourceWeights"
+        )
     return {k: doc[k] for k in SCENARIO_CONFIG_FIELDS if k in doc}
 
 
@@ -174,6 +183,8 @@ def upstream_config_fields(config: Obj) -> Obj:
                 fair.get("preemptionStrategies") or ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
             )
         }
+    if config.get("admissionFairSharing") is not None:  # the same shape in v1beta2
+        fields["admissionFairSharing"] = dict(config["admissionFairSharing"])
     return fields
 
 

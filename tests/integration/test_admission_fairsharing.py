@@ -151,14 +151,14 @@ async def test_preemption_reclaims_towards_fair_share(kube, cluster):
     async with running_agent(kube, FAIR_SHARING, gates=GRANULAR_REASONS):
         await create_many(cluster, a, 10, "a")
         await expect_reserving(cluster, {a: 9})
-        await expect_weighted_shares(cluster, {a: 666, b: 0, c: 0})
+        await expect_weighted_shares(cluster, {a: 667, b: 0, c: 0})
 
         await create_many(cluster, b, 5, "b")
         reasons = await release_evictions(cluster, a, 4)
         # Three to give b its nominal quota back, one more because b's share stays below a's.
         assert sorted(reasons) == ["InCohortFairSharing"] + ["InCohortReclamation"] * 3
         await expect_reserving(cluster, {a: 5, b: 4})
-        await expect_weighted_shares(cluster, {a: 222, b: 111, c: 0})
+        await expect_weighted_shares(cluster, {a: 223, b: 112, c: 0})
 
         c0 = await cluster.create(workload(ns, "c0", c, {"cpu": "1"}))
         (victim,) = await release_evictions(cluster, a, 1, with_messages=True)
@@ -168,7 +168,7 @@ async def test_preemption_reclaims_towards_fair_share(kube, cluster):
         assert message.endswith(f"preemptor path: /{co}/{c}; preemptee path: /{co}/{a}")
         await eventually(lambda: cluster.admitted("c0"))
         await expect_reserving(cluster, {a: 4, b: 4, c: 1})
-        await expect_weighted_shares(cluster, {a: 111, b: 111, c: 0})
+        await expect_weighted_shares(cluster, {a: 112, b: 112, c: 0})
         await consistently(lambda: no_new_evictions(cluster), duration=1)
 
 
@@ -222,8 +222,8 @@ async def test_hierarchical_cohorts_share_at_every_level(kube, cluster):
             await cluster.create(workload(cluster.namespace, f"left-{i}", left, {"cpu": "1"}))
             await cluster.create(workload(cluster.namespace, f"right-{i}", right, {"cpu": "1"}))
         await expect_reserving(cluster, {left: 5, right: 5})
-        # Each borrows 3 of the 14 cpus its parent can reach: 3 * 1000 / 14.
-        await expect_weighted_shares(cluster, {left: 214, right: 214})
+        # Each borrows 3 of the 14 cpus its parent can reach: 3 * 1000 / 14 = 214.3, rounded up.
+        await expect_weighted_shares(cluster, {left: 215, right: 215})
 
 
 async def test_cohort_status_reports_weighted_share(kube, cluster):

@@ -260,6 +260,8 @@ def test_a_scenario_configuration_reaches_both_engines_in_their_forms(tmp_path):
     assert diff_scenario.upstream_config_fields({"fairSharing": {"enable": False}}) == {}
     assert diff_scenario.upstream_config_fields({}) == {}
     assert diff_scenario.load_scenario(write(tmp_path, SCENARIO, "plain.yaml")).config == {}
+    afs = {"admissionFairSharing": {"usageHalfLifeTime": "1h", "usageSamplingInterval": "1s"}}
+    assert diff_scenario.upstream_config_fields(afs) == afs  # the same shape in v1beta2
 
 
 @pytest.mark.parametrize(
@@ -279,6 +281,11 @@ def test_a_scenario_configuration_reaches_both_engines_in_their_forms(tmp_path):
             "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
             "fairSharing: {enable: yes-please}\n",
             "boolean enable",
+        ),
+        (
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+            "admissionFairSharing: {usageHalfLife: 1h}\n",
+            "admissionFairSharing must be a mapping of usageHalfLifeTime",
         ),
     ],
 )

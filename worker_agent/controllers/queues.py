@@ -228,10 +228,10 @@ class QueueStatusControllers:
         node = self.state.snapshot.cohorts.get(name)
         if node is None:
             return None
-        share = dominant_resource_share(node).weighted_share
-        status = {"fairSharing": {"weightedShare": share}}
+        drs = dominant_resource_share(node)
+        status = {"fairSharing": {"weightedShare": drs.weighted_share}}
         if self.metrics is not None:
-            self.metrics.report_cohort_weighted_share(name, share)
+            self.metrics.report_cohort_weighted_share(name, drs.precise)
         try:
             await apply_status_if_changed(self.kube, api.COHORT, cohort, status, FIELD_MANAGER_QUEUES)
         except NotFound:

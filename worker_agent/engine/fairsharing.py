@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -25,6 +26,11 @@ class Share:
         if self.infinite:
             return MAX_INT64
         return -((-self.value.numerator) // self.value.denominator)
+
+    @property
+    def precise(self) -> float:
+        """upstream's PreciseWeightedShare (what the weighted-share metrics report)."""
+        return math.inf if self.infinite else float(self.value)
 
 
 ZERO_SHARE = Share(False, Fraction(0))

@@ -45,11 +45,11 @@ CONCURRENT_ADMISSION = (
     "ConcurrentAdmission (alpha gate, on in upstream's e2e Configuration) is not implemented"
 )
 SPARK = "SparkApplication (spark-operator) is not an integration of ours"
-REDIS = "an environment limit: it runs a Redis server in a container for GCS fault tolerance; kwok runs none"
-RAY_SUBMITTER = (
-    "an environment limit: KubeRay waits for the RayJob's submitter Job (`ray job submit` in a "
-    "container) to complete; on the fleet's kwok pods it never ends, though the job itself succeeds"
+RAY_SERVE_TRAFFIC = (
+    "an environment limit: it sends HTTP to the Serve application and expects its answer (Python "
+    "code in a Ray container); kwok runs no container (the RayService itself becomes Ready)"
 )
+REDIS = "an environment limit: it runs a Redis server in a container for GCS fault tolerance; kwok runs none"
 
 
 @dataclass(frozen=True)
@@ -277,7 +277,7 @@ SINGLECLUSTER_SPECS: tuple[Spec, ...] = (
         "Should allow to suspend a MPIJob when the ClusterQueue is stopped with the HoldAndDrain policy",
         MPIJOB,
     ),
-    Spec("singlecluster-extended", "Should run a rayjob if admitted", RAY_SUBMITTER),
+    Spec("singlecluster-extended", "Should run a rayjob if admitted"),
     Spec("singlecluster-extended", "Should run a rayjob with InTreeAutoscaling", WORKLOAD_SLICES),
     Spec("singlecluster-extended", "Should run a rayjob with multi scale-up steps", WORKLOAD_SLICES),
     Spec(
@@ -291,7 +291,7 @@ SINGLECLUSTER_SPECS: tuple[Spec, ...] = (
         "autoscaling is enabled",
         WORKLOAD_SLICES,
     ),
-    Spec("singlecluster-extended", "Should run a RayService if admitted"),
+    Spec("singlecluster-extended", "Should run a RayService if admitted", RAY_SERVE_TRAFFIC),
     Spec(
         "singlecluster-extended",
         "Should run the Redis cleanup Job when a GCS fault-tolerant RayService is deleted",

@@ -10,7 +10,7 @@ pod by exec'ing `curl http://<pod IP>:8080/exit?code=N` in it. A conformance fle
   below: `/readyz` and `/healthz` answer "ok"; `/exit?code=N` annotates the pod whose IP the URL
   names with EXIT_CODE_ANNOTATION, and kwok then ends it with that exit code (stage
   `agnhost-exit-on-request`: Succeeded for 0, Failed otherwise);
-- KubeRay's submitter pod (first container `ray-job-submitter`) succeeds about a second after it
+- KubeRay's submitter pod (first container with `RAY_JOB_SUBMISSION_ID`) succeeds about a second after it
   is Ready, its `ray job submit` answered by the Ray dashboard stand-in (localfleet/raydashboard.py);
 - every other running pod runs until it is deleted (there is no `pod-complete` stage);
 - a pod that stands for processes of the fleet becomes Ready only when the harness says they are
@@ -28,7 +28,9 @@ import yaml
 
 EXIT_CODE_ANNOTATION = "kueue-federation.dev/exit-code"
 EXIT_FAST_ARG = "entrypoint-tester"
-RAY_SUBMITTER_CONTAINER = "ray-job-submitter"
+# KubeRay gives its submitter pod's first container this variable (the Ray job's id), whatever the
+# RayJob's submitterPodTemplate names that container.
+RAY_SUBMISSION_ID_ENV = "RAY_JOB_SUBMISSION_ID"
 # A pod that stands for processes of the fleet (conformance/environment.py) becomes Ready only once it
 # also carries PROCESSES_READY_ANNOTATION, which the conformance harness sets when those processes
 # answer /readyz: so the Deployment it belongs to is Available only while they are.
@@ -117,10 +119,11 @@ def exit_fast_stage(
 
 
 def ray_submitter_stage() -> dict:
-    """KubeRay's submitter pod (its first container `ray-job-submitter` runs `ray job submit`, which
+    """KubeRay's submitter pod (its first container, with RAY_JOB_SUBMISSION_ID, runs `ray job submit`, which
     the Ray dashboard stand-in, localfleet/raydashboard.py, takes as done) succeeds about a second
     after it is Ready, as it would once the Ray job it follows ended."""
-    return exit_fast_stage("ray-submitter-exit", ".spec.containers.[0].name", RAY_SUBMITTER_CONTAINER)
+    key = f'.spec.containers.[0].env.[] | select( .name == "{RAY_SUBMISSION_ID_ENV}" ) | .name'
+    return exit_fast_stage("ray-submitter-exit", key, RAY_SUBMISSION_ID_ENV)
 
 
 def exit_on_request_stage() -> dict:

@@ -8,12 +8,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 
 import localfleet
+from localfleet.operators import OPERATORS
 
 pytestmark = pytest.mark.realcluster
 
@@ -174,9 +176,10 @@ def test_up_env_status_down_lifecycle():
         )
         state = json.loads((run_dir / "state.json").read_text())
         pids = [p["pid"] for p in state["processes"]]
-        # manager: etcd, apiserver, kcm, conversion webhook; worker: the same + scheduler, kwok, and the
-        # LWS, JobSet and Trainer controllers
-        assert len(pids) == 4 + 9
+        by_cluster = Counter(p["cluster"] for p in state["processes"])
+        # manager: etcd, apiserver, kcm, conversion webhook; worker: the same + scheduler, kwok, every
+        # operator's controller and the Ray dashboard stand-in
+        assert by_cluster == {"manager": 4, "worker1": 6 + len(OPERATORS) + 1}, state["processes"]
         env_out = subprocess.run([*base, "env"], check=True, capture_output=True, text=True).stdout
         exports = dict(line.removeprefix("export ").split("=", 1) for line in env_out.splitlines())
         assert set(exports) >= {

@@ -409,7 +409,9 @@ async def test_orphaned_job_workload_is_finished_and_released(kube, cluster):
 
         async def released():
             wl = await cluster.wl("orphan")
-            return wl if wl and not wl["metadata"].get("finalizers") else None
+            # Both writes seen (under load the watch may show the finalizer's removal first).
+            done = wl and not wl["metadata"].get("finalizers") and condition(wl, api.WORKLOAD_FINISHED)
+            return wl if done else None
 
         wl = await eventually(released)
         finished = condition(wl, api.WORKLOAD_FINISHED)

@@ -268,6 +268,31 @@ class MultiKueueEnv:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{await self.describe(workload)}") from None
 
+    async def workload_of(self, kind: str, name: str) -> Obj:
+        """The manager's Workload whose owner is the `kind` object `name` (within 30 s)."""
+
+        async def found():
+            items, _ = await self.manager_kube.list(api.WORKLOAD, namespace=self.namespace)
+            for wl in items:
+                refs = wl["metadata"].get("ownerReferences") or ()
+                if any(r.get("kind") == kind and r.get("name") == name for r in refs):
+                    return wl
+            return None
+
+        return await eventually(found, timeout=30)
+
+    async def placed(self, wl_name: str, seconds: float = 60, not_on: str | None = None) -> str:
+        """The worker the manager's Workload runs on once its MultiKueue check is Ready (on a worker
+        other than `not_on`)."""
+
+        async def ready():
+            current = await self.get(self.manager_kube, api.WORKLOAD, wl_name, self.namespace)
+            state = check_state(current, self.check)
+            where = ((current or {}).get("status") or {}).get("clusterName")
+            return where if state and state["state"] == "Ready" and where != not_on else None
+
+        return await self.wait_for(ready, seconds, wl_name)
+
     async def invariant_violations(self, lost: tuple[str, ...] = ()) -> list[str]:
         """What is wrong, read from the API, with the promise that nothing is stuck or leaked: every
         manager Workload of this test is Finished; or Admitted, with exactly one copy, admitted, on

@@ -52,35 +52,14 @@ def _for_manager(body: dict) -> dict:
     return body
 
 
-async def _workload_of(env, name: str) -> dict:
-    async def found():
-        items, _ = await env.manager_kube.list(api.WORKLOAD, namespace=env.namespace)
-        for wl in items:
-            refs = wl["metadata"].get("ownerReferences") or ()
-            if any(r.get("kind") == "AppWrapper" and r.get("name") == name for r in refs):
-                return wl
-        return None
-
-    return await eventually(found, timeout=30)
-
-
-async def _placed(env, wl_name: str, seconds: float = 60) -> str:
-    async def ready():
-        current = await env.get(env.manager_kube, api.WORKLOAD, wl_name, env.namespace)
-        state = check_state(current, env.check)
-        return current["status"].get("clusterName") if state and state["state"] == "Ready" else None
-
-    return await env.wait_for(ready, seconds, wl_name)
-
-
 async def test_an_appwrapper_runs_on_one_worker_and_succeeds_on_the_manager(fleet, kube, namespace):
     async with multikueue(fleet, kube, namespace, frameworks=APPWRAPPER_FRAMEWORKS) as env:
         await kube.create(api.APPWRAPPER, _for_manager(appwrapper("wrapped", pods=2)), namespace=namespace)
-        wl = await _workload_of(env, "wrapped")
+        wl = await env.workload_of("AppWrapper", "wrapped")
         name = wl["metadata"]["name"]
         assert name.startswith("appwrapper-wrapped-")
         assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("wrapped-0", 2)]
-        cluster = await _placed(env, name)
+        cluster = await env.placed(name)
         other = next(c for c in env.clusters if c != cluster)
         await env.wait_copies_gone(other, name)
         copy_ = await eventually(lambda: env.remote(cluster, api.APPWRAPPER, "wrapped"), timeout=30)
@@ -125,8 +104,8 @@ async def test_an_appwrapper_evicted_on_its_worker_is_placed_again_and_deleting_
     ) as env:
         body = _for_manager(appwrapper("evicted", pods=3, keep_running=True))
         await kube.create(api.APPWRAPPER, body, namespace=namespace)
-        name = (await _workload_of(env, "evicted"))["metadata"]["name"]
-        first = await _placed(env, name)
+        name = (await env.workload_of("AppWrapper", "evicted"))["metadata"]["name"]
+        first = await env.placed(name)
 
         async def deployed(cluster: str):
             copy_ = await env.remote(cluster, api.APPWRAPPER, "evicted")

@@ -22,34 +22,13 @@ def _for_manager(body: dict) -> dict:
     return body
 
 
-async def _workload_of(env, name: str) -> dict:
-    async def found():
-        items, _ = await env.manager_kube.list(api.WORKLOAD, namespace=env.namespace)
-        for wl in items:
-            refs = wl["metadata"].get("ownerReferences") or ()
-            if any(r.get("kind") == "JobSet" and r.get("name") == name for r in refs):
-                return wl
-        return None
-
-    return await eventually(found, timeout=30)
-
-
-async def _placed(env, wl_name: str, seconds: float = 60) -> str:
-    async def ready():
-        current = await env.get(env.manager_kube, api.WORKLOAD, wl_name, env.namespace)
-        state = check_state(current, env.check)
-        return current["status"].get("clusterName") if state and state["state"] == "Ready" else None
-
-    return await env.wait_for(ready, seconds, wl_name)
-
-
 async def test_the_guides_jobset_runs_on_one_worker_and_completes_on_the_manager(fleet, kube, namespace):
     async with multikueue(fleet, kube, namespace, frameworks=JOB_SET_FRAMEWORKS) as env:
         await kube.create(api.JOB_SET, _for_manager(job_set("guide")), namespace=namespace)
-        wl = await _workload_of(env, "guide")
+        wl = await env.workload_of("JobSet", "guide")
         name = wl["metadata"]["name"]
         assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("leader", 1), ("workers", 2)]
-        cluster = await _placed(env, name)
+        cluster = await env.placed(name)
         other = next(c for c in env.clusters if c != cluster)
         await env.wait_copies_gone(other, name)
         # The check turns Ready as the winner is recorded; the copy follows in the same reconcile.
@@ -88,8 +67,8 @@ async def test_a_jobset_too_big_for_one_worker_goes_to_the_other(fleet, kube, na
     workers = {"worker1": "2", "worker2": "6"}
     async with multikueue(fleet, kube, namespace, worker_cpu=workers, frameworks=JOB_SET_FRAMEWORKS) as env:
         await kube.create(api.JOB_SET, _for_manager(job_set("big", workers=3)), namespace=namespace)
-        name = (await _workload_of(env, "big"))["metadata"]["name"]
-        assert env.clusters[await _placed(env, name)] == "worker2"
+        name = (await env.workload_of("JobSet", "big"))["metadata"]["name"]
+        assert env.clusters[await env.placed(name)] == "worker2"
 
 
 async def test_a_jobset_evicted_on_its_worker_is_placed_again(fleet, kube, namespace):
@@ -99,8 +78,8 @@ async def test_a_jobset_evicted_on_its_worker_is_placed_again(fleet, kube, names
     ) as env:
         body = _for_manager(job_set("evicted", workers=3, keep_running=True))
         await kube.create(api.JOB_SET, body, namespace=namespace)
-        name = (await _workload_of(env, "evicted"))["metadata"]["name"]
-        first = await _placed(env, name)
+        name = (await env.workload_of("JobSet", "evicted"))["metadata"]["name"]
+        first = await env.placed(name)
         worker_kube = env.worker_kubes[env.clusters[first]]
         await worker_kube.create(
             api.WORKLOAD,

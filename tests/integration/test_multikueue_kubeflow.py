@@ -65,27 +65,6 @@ def mpi_job(name: str) -> dict:
     return body
 
 
-async def _workload_of(env, kind: str, name: str) -> dict:
-    async def found():
-        items, _ = await env.manager_kube.list(api.WORKLOAD, namespace=env.namespace)
-        for wl in items:
-            refs = wl["metadata"].get("ownerReferences") or ()
-            if any(r.get("kind") == kind and r.get("name") == name for r in refs):
-                return wl
-        return None
-
-    return await eventually(found, timeout=30)
-
-
-async def _placed(env, wl_name: str, seconds: float = 60) -> str:
-    async def ready():
-        current = await env.get(env.manager_kube, api.WORKLOAD, wl_name, env.namespace)
-        state = check_state(current, env.check)
-        return current["status"].get("clusterName") if state and state["state"] == "Ready" else None
-
-    return await env.wait_for(ready, seconds, wl_name)
-
-
 @pytest.mark.parametrize(
     ("resource", "body", "podsets", "finisher"),
     [
@@ -101,11 +80,11 @@ async def test_a_kubeflow_job_runs_on_one_worker_and_succeeds_on_the_manager(
     name = body["metadata"]["name"]
     async with multikueue(fleet, kube, namespace, frameworks=FRAMEWORKS) as env:
         await kube.create(resource, copy.deepcopy(body), namespace=namespace)
-        wl = await _workload_of(env, resource.kind, name)
+        wl = await env.workload_of(resource.kind, name)
         wl_name = wl["metadata"]["name"]
         assert wl_name.startswith(f"{resource.kind.lower()}-{name}-")
         assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == podsets
-        cluster = await _placed(env, wl_name)
+        cluster = await env.placed(wl_name)
         other = next(c for c in env.clusters if c != cluster)
         await env.wait_copies_gone(other, wl_name)
         copy_ = await eventually(lambda: env.remote(cluster, resource, name), timeout=30)
@@ -154,8 +133,8 @@ async def test_a_pytorchjob_evicted_on_its_worker_is_placed_again_and_deleting_i
     preemption = {"withinClusterQueue": "LowerPriority"}
     async with multikueue(fleet, kube, namespace, worker_preemption=preemption, frameworks=FRAMEWORKS) as env:
         await kube.create(api.PYTORCH_JOB, pytorch_job("evicted", keep_running=True), namespace=namespace)
-        name = (await _workload_of(env, "PyTorchJob", "evicted"))["metadata"]["name"]
-        first = await _placed(env, name)
+        name = (await env.workload_of("PyTorchJob", "evicted"))["metadata"]["name"]
+        first = await env.placed(name)
 
         async def runs_there(cluster: str):
             copy_ = await env.remote(cluster, api.PYTORCH_JOB, "evicted")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from admission_kit import workload
-from multikueue_kit import check_state, condition, eventually, multikueue
+from multikueue_kit import condition, eventually, multikueue
 
 from kueue_domain import api
 
@@ -81,32 +81,10 @@ def ray_service(name: str) -> dict:
     }
 
 
-async def _workload_of(env, kind: str, name: str) -> dict:
-    async def found():
-        items, _ = await env.manager_kube.list(api.WORKLOAD, namespace=env.namespace)
-        for wl in items:
-            refs = wl["metadata"].get("ownerReferences") or ()
-            if any(r.get("kind") == kind and r.get("name") == name for r in refs):
-                return wl
-        return None
-
-    return await eventually(found, timeout=30)
-
-
-async def _placed(env, wl_name: str, seconds: float = 60, not_on: str | None = None) -> str:
-    async def ready():
-        current = await env.get(env.manager_kube, api.WORKLOAD, wl_name, env.namespace)
-        state = check_state(current, env.check)
-        where = (current.get("status") or {}).get("clusterName")
-        return where if state and state["state"] == "Ready" and where != not_on else None
-
-    return await env.wait_for(ready, seconds, wl_name)
-
-
 async def test_a_rayjob_runs_on_one_worker_and_completes_on_the_manager(fleet, kube, namespace):
     async with multikueue(fleet, kube, namespace, frameworks=RAY_FRAMEWORKS, memory="64Gi") as env:
         await kube.create(api.RAY_JOB, ray_job("ray"), namespace=namespace)
-        wl = await _workload_of(env, "RayJob", "ray")
+        wl = await env.workload_of("RayJob", "ray")
         name = wl["metadata"]["name"]
         assert name.startswith("rayjob-ray-")
         assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [
@@ -114,7 +92,7 @@ async def test_a_rayjob_runs_on_one_worker_and_completes_on_the_manager(fleet, k
             ("workers", 1),
             ("submitter", 1),
         ]
-        cluster = await _placed(env, name)
+        cluster = await env.placed(name)
         copy_ = await eventually(lambda: env.remote(cluster, api.RAY_JOB, "ray"), timeout=30)
         assert copy_["metadata"]["labels"][api.LABEL_MULTIKUEUE_ORIGIN] == env.origin
         assert copy_["metadata"]["annotations"][api.ANNOTATION_PREBUILT_WORKLOAD_NAME] == name
@@ -150,11 +128,11 @@ async def test_a_rayjob_runs_on_one_worker_and_completes_on_the_manager(fleet, k
 async def test_a_raycluster_runs_on_one_worker_and_its_deletion_removes_the_copy(fleet, kube, namespace):
     async with multikueue(fleet, kube, namespace, frameworks=RAY_FRAMEWORKS, memory="64Gi") as env:
         await kube.create(api.RAY_CLUSTER, ray_cluster("rc", workers=2), namespace=namespace)
-        wl = await _workload_of(env, "RayCluster", "rc")
+        wl = await env.workload_of("RayCluster", "rc")
         name = wl["metadata"]["name"]
         assert name.startswith("raycluster-rc-")
         assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("head", 1), ("workers", 2)]
-        cluster = await _placed(env, name)
+        cluster = await env.placed(name)
 
         async def ready():
             current = await kube.get(api.RAY_CLUSTER, "rc", namespace)
@@ -187,15 +165,15 @@ async def test_a_raycluster_evicted_on_its_worker_is_placed_again(fleet, kube, n
         fleet, kube, namespace, worker_preemption=preemption, frameworks=RAY_FRAMEWORKS, memory="64Gi"
     ) as env:
         await kube.create(api.RAY_CLUSTER, ray_cluster("evicted", workers=2), namespace=namespace)
-        name = (await _workload_of(env, "RayCluster", "evicted"))["metadata"]["name"]
-        first = await _placed(env, name)
+        name = (await env.workload_of("RayCluster", "evicted"))["metadata"]["name"]
+        first = await env.placed(name)
         worker_kube = env.worker_kubes[env.clusters[first]]
         await worker_kube.create(
             api.WORKLOAD,
             workload(namespace, "urgent", "main", {"cpu": "4"}, priority=100),
             namespace=namespace,
         )
-        second = await _placed(env, name, seconds=90, not_on=first)
+        second = await env.placed(name, seconds=90, not_on=first)
 
         async def copy_runs():
             copy_ = await env.remote(second, api.RAY_CLUSTER, "evicted")
@@ -218,11 +196,11 @@ async def test_a_raycluster_evicted_on_its_worker_is_placed_again(fleet, kube, n
 async def test_a_rayservice_runs_on_one_worker_and_is_ready_on_the_manager(fleet, kube, namespace):
     async with multikueue(fleet, kube, namespace, frameworks=RAY_FRAMEWORKS, memory="64Gi") as env:
         await kube.create(api.RAY_SERVICE, ray_service("serve"), namespace=namespace)
-        wl = await _workload_of(env, "RayService", "serve")
+        wl = await env.workload_of("RayService", "serve")
         name = wl["metadata"]["name"]
         assert name.startswith("rayservice-serve-")
         assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("head", 1), ("workers", 1)]
-        cluster = await _placed(env, name)
+        cluster = await env.placed(name)
 
         async def ready():
             current = await kube.get(api.RAY_SERVICE, "serve", namespace)

@@ -10,7 +10,6 @@ import pytest
 from admission_kit import unique
 from multikueue_kit import (
     TRAIN_JOB_FRAMEWORKS,
-    check_state,
     condition,
     eventually,
     multikueue,
@@ -41,40 +40,19 @@ async def _runtime_everywhere(env, **kwargs) -> str:
     return name
 
 
-async def _workload_of(env, name: str) -> dict:
-    async def found():
-        items, _ = await env.manager_kube.list(api.WORKLOAD, namespace=env.namespace)
-        for wl in items:
-            refs = wl["metadata"].get("ownerReferences") or ()
-            if any(r.get("kind") == "TrainJob" and r.get("name") == name for r in refs):
-                return wl
-        return None
-
-    return await eventually(found, timeout=30)
-
-
-async def _placed(env, wl_name: str, seconds: float = 60) -> str:
-    async def ready():
-        current = await env.get(env.manager_kube, api.WORKLOAD, wl_name, env.namespace)
-        state = check_state(current, env.check)
-        return current["status"].get("clusterName") if state and state["state"] == "Ready" else None
-
-    return await env.wait_for(ready, seconds, wl_name)
-
-
 async def test_a_trainjob_runs_on_one_worker_and_completes_on_the_manager(fleet, kube, namespace):
     async with multikueue(fleet, kube, namespace, frameworks=TRAIN_JOB_FRAMEWORKS) as env:
         runtime = await _runtime_everywhere(env)
         await kube.create(
             api.TRAIN_JOB, _for_manager(train_job("train", runtime, nodes=2)), namespace=namespace
         )
-        wl = await _workload_of(env, "train")
+        wl = await env.workload_of("TrainJob", "train")
         name = wl["metadata"]["name"]
         assert name.startswith("trainjob-train-")
         assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("node", 2)]
         node = wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]
         assert node["resources"]["requests"]["cpu"] == "1"  # resourcesPerNode, not the runtime's 500m
-        cluster = await _placed(env, name)
+        cluster = await env.placed(name)
         other = next(c for c in env.clusters if c != cluster)
         await env.wait_copies_gone(other, name)
         # The check turns Ready as the winner is recorded; the copy follows in the same reconcile.
@@ -115,8 +93,8 @@ async def test_a_trainjob_too_big_for_one_worker_goes_to_the_other(fleet, kube, 
         await kube.create(
             api.TRAIN_JOB, _for_manager(train_job("big", runtime, nodes=4)), namespace=namespace
         )
-        name = (await _workload_of(env, "big"))["metadata"]["name"]
-        cluster = await _placed(env, name)
+        name = (await env.workload_of("TrainJob", "big"))["metadata"]["name"]
+        cluster = await env.placed(name)
         assert env.clusters[cluster] == "worker2"
 
         async def runs_there():
